@@ -1,0 +1,4 @@
+from mlxctl.cli.app import main
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,80 @@
+"""User-facing errors and exit statuses.
+
+Every error a user can cause is an :class:`MlxctlError` with a one-line message and an optional
+hint; the CLI prints it without a traceback (unless ``--debug``) and exits with its status, the
+server maps it to a protocol-shaped 4xx/5xx body.
+"""
+
+from __future__ import annotations
+
+import enum
+
+
+class ExitStatus(enum.IntEnum):
+    """Process exit codes; each means one thing so scripts can branch on them."""
+
+    OK = 0
+    ERROR = 1  # unexpected failure (a bug, or an error we did not classify)
+    USAGE = 2  # bad flags or arguments (click's own convention)
+    NOT_FOUND = 3  # a model, file or resource that does not exist
+    BAD_INPUT = 4  # input we cannot accept: empty prompt, prompt over the context, bad value
+    NOT_IMPLEMENTED = 5  # a verb that exists in the tree but is not built yet
+    UNAVAILABLE = 6  # a resource we need is unreachable (offline, server down)
+    INTERRUPTED = 130  # Ctrl-C
+
+
+class MlxctlError(Exception):
+    """An error with a message meant for the user and an optional hint on what to do."""
+
+    exit_status = ExitStatus.ERROR
+    http_status = 500
+
+    def __init__(self, message: str, hint: str | None = None):
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class BadInputError(MlxctlError):
+    """Input we refuse to process (never silently fixed up)."""
+
+    exit_status = ExitStatus.BAD_INPUT
+    http_status = 400
+
+
+class ModelNotFoundError(MlxctlError):
+    """A model reference that resolves to nothing."""
+
+    exit_status = ExitStatus.NOT_FOUND
+    http_status = 404
+
+
+class ModelFormatError(MlxctlError):
+    """A model file or folder we cannot read (unsupported architecture or tensor type)."""
+
+    exit_status = ExitStatus.BAD_INPUT
+    http_status = 400
+
+
+class UnavailableError(MlxctlError):
+    """Something we need cannot be reached (offline, package index down, server gone)."""
+
+    exit_status = ExitStatus.UNAVAILABLE
+    http_status = 503
+
+
+class NotImplementedYetError(MlxctlError):
+    """A command that exists in the tree but is not built yet."""
+
+    exit_status = ExitStatus.NOT_IMPLEMENTED
+    http_status = 501
+
+
+class EngineError(MlxctlError):
+    """A failure inside the engine while serving a request (travels through the stream)."""
+
+    exit_status = ExitStatus.ERROR
+    http_status = 500
