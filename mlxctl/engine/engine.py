@@ -1,0 +1,237 @@
+"""Engine: submit() -> RequestStream, abort(), and the step loop on the one MLX thread.
+
+One step is schedule -> queue the decode step -> run prefill chunks -> emit the previous
+step's tokens -> update the batch. Requests join and leave the batch at any step; a long
+prompt is processed a chunk per step so the decoding of others goes on meanwhile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import queue
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from mlxctl.engine.batch import DecodeBatch
+from mlxctl.engine.events import FinishEvent, FinishReason, TokenLogprob
+from mlxctl.engine.limits import check_prompt
+from mlxctl.engine.request import Request, RequestStatus
+from mlxctl.engine.sampling import SamplingParams
+from mlxctl.engine.scheduler import Scheduler, SchedulerConfig
+from mlxctl.engine.streams import RequestStream
+from mlxctl.errors import EngineError, MlxctlError
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    scheduler: SchedulerConfig = SchedulerConfig()
+    clear_cache_every: int = 256  # steps between mx.clear_cache() calls
+
+
+class Engine:
+    """The one engine behind `run`, `serve` and `chat`. Thread-safe to submit from anywhere."""
+
+    def __init__(self, load: Callable[[], Any], config: EngineConfig = EngineConfig()):
+        self._load = load
+        self.config = config
+        self.scheduler = Scheduler(config.scheduler)
+        self.batch = DecodeBatch()
+        self.model: Any = None  # LoadedModel once started
+        self._inbox: queue.SimpleQueue = queue.SimpleQueue()
+        self._ids = itertools.count()
+        self._ready = threading.Event()
+        self._load_error: BaseException | None = None
+        self._thread: threading.Thread | None = None
+        self._steps = 0
+
+    # -- caller side ------------------------------------------------------------------------
+
+    def start(self) -> "Engine":
+        """Start the engine thread and wait until the model is loaded (or raise its error)."""
+        self._thread = threading.Thread(target=self._main, name="mlxctl-engine", daemon=True)
+        self._thread.start()
+        self._ready.wait()
+        if self._load_error is not None:
+            raise self._load_error
+        return self
+
+    def submit(self, prompt_tokens: list[int], params: SamplingParams, *, request_id: str | None = None,
+               loop: asyncio.AbstractEventLoop | None = None) -> RequestStream:
+        """Queue a request; read its events from the returned stream (async when ``loop``)."""
+        params.validate(self.model.vocab_size)
+        max_new = check_prompt(len(prompt_tokens), params.max_tokens, self.model.context_length)
+        rid = request_id or f"req-{next(self._ids)}"
+        stream = RequestStream(rid, self.abort, loop)
+        self._inbox.put(("add", Request(rid, list(prompt_tokens), params, stream, max_new)))
+        return stream
+
+    def abort(self, request_id: str) -> None:
+        self._inbox.put(("abort", request_id))
+
+    def shutdown(self, timeout: float = 10.0) -> None:
+        if self._thread is not None and self._thread.is_alive():
+            self._inbox.put(("stop", None))
+            self._thread.join(timeout)
+
+    def __enter__(self) -> "Engine":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.shutdown()
+
+    def stats(self) -> dict:
+        """A snapshot of queues and memory (read from any thread; values may be a step old)."""
+        return {"steps": self._steps, "batch_size": len(self.batch), "kv_bytes": self.batch.nbytes(),
+                **self.scheduler.snapshot()}
+
+    # -- engine thread ------------------------------------------------------------------------
+
+    def _main(self) -> None:
+        try:
+            self.model = self._load()
+        except BaseException as exc:  # reported to start()'s caller
+            self._load_error = exc
+            self._ready.set()
+            return
+        self._ready.set()
+        import mlx.core as mx
+
+        with mx.stream(mx.new_stream(mx.default_device())):
+            self._loop()
+
+    def _loop(self) -> None:
+        from mlxctl.engine.runner import ModelRunner
+
+        self.runner = ModelRunner(self.model.model)
+        while self._drain_inbox(block=not self.scheduler.has_work):
+            if self.scheduler.has_work:
+                self._safe_step()
+        self._fail_all(FinishReason.ABORT, None)
+
+    def _drain_inbox(self, block: bool) -> bool:
+        """Apply queued adds/aborts; False when asked to stop."""
+        try:
+            msg = self._inbox.get(block=block)
+        except queue.Empty:
+            return True
+        while True:
+            if msg[0] == "stop":
+                return False
+            self._apply(*msg)
+            try:
+                msg = self._inbox.get_nowait()
+            except queue.Empty:
+                return True
+
+    def _apply(self, kind: str, payload: Any) -> None:
+        if kind == "add":
+            self._admit(payload)
+        elif kind == "abort":
+            self._abort(payload)
+
+    def _admit(self, req: Request) -> None:
+        from mlxctl.engine.output import OutputProcessor
+        from mlxctl.engine.sampling import TokenSampler
+
+        req.sampler = TokenSampler(req.params, self.model.vocab_size, req.prompt_tokens)
+        req.output = OutputProcessor(self.model.tokenizer, req.params, self.model.eos_token_ids, req.max_new_tokens)
+        self.scheduler.add(req)
+
+    def _abort(self, request_id: str) -> None:
+        req = self.scheduler.find(request_id)
+        if req is None:
+            return
+        if req.status is RequestStatus.RUNNING:
+            req.aborted = True  # leaves the batch at the next emit
+        else:
+            self._finish(req, FinishReason.ABORT)
+
+    def _safe_step(self) -> None:
+        try:
+            self.step()
+        except Exception as exc:  # a failed step fails the requests in it, not the engine
+            self._fail_all(FinishReason.ERROR, exc)
+
+    def step(self) -> None:
+        plan = self.scheduler.schedule()
+        pending = self.batch.advance(*self._decode()) if len(self.batch) else None
+        joiners = [j for req, n in plan.prefill if (j := self._prefill(req, n))]
+        if pending:
+            self.batch.keep(self._emit(*pending))
+        for req, first in joiners:
+            self.scheduler.start_running(req)
+            self.batch.join(req, req.cache, first.tokens, first.per_row[0])
+            req.cache = None
+        self._housekeeping()
+
+    def _decode(self) -> tuple[Any, list[Any]]:
+        nxt = self.runner.decode(self.batch)
+        return nxt.tokens, list(nxt.per_row)
+
+    def _prefill(self, req: Request, n: int) -> tuple[Request, Any] | None:
+        if req.prefill_start is None:
+            req.prefill_start = time.perf_counter()
+        try:
+            first = self.runner.prefill(req, n)
+        except Exception as exc:
+            self._finish(req, FinishReason.ERROR, exc)
+            return None
+        if first is None:
+            return None
+        req.first_sampled = time.perf_counter()
+        return req, first
+
+    def _emit(self, reqs: list[Request], tokens: Any, samples: list[Any]) -> list[int]:
+        """Turn the pending tokens into events; return the rows that go on decoding."""
+        keep = []
+        for row, (req, token_id) in enumerate(zip(reqs, tokens.tolist())):
+            if req.aborted:
+                self._finish(req, FinishReason.ABORT)
+            elif self._emit_one(req, token_id, samples[row]) is None:
+                keep.append(row)
+        return keep
+
+    def _emit_one(self, req: Request, token_id: int, sample: Any) -> FinishReason | None:
+        req.num_generated += 1
+        if req.first_token is None:
+            req.first_token = time.perf_counter()
+        event, reason = req.output.process(token_id, _logprob(token_id, sample))
+        req.stream.put(event)
+        if reason is not None:
+            self._finish(req, reason)
+        return reason
+
+    def _finish(self, req: Request, reason: FinishReason, error: BaseException | None = None) -> None:
+        req.finished_at = time.perf_counter()
+        self.scheduler.finish(req)
+        req.cache = None
+        text = "" if error is not None or reason is FinishReason.ABORT else req.output.flush()
+        err = _as_engine_error(error) if error is not None else None
+        req.stream.put(FinishEvent(reason, req.usage(), req.timings(), text, err))
+
+    def _fail_all(self, reason: FinishReason, error: BaseException | None) -> None:
+        for req in [*self.scheduler.waiting, *self.scheduler.prefilling, *self.scheduler.running]:
+            self._finish(req, reason, error)
+        self.batch = DecodeBatch()
+
+    def _housekeeping(self) -> None:
+        self._steps += 1
+        if self._steps % self.config.clear_cache_every == 0:
+            import mlx.core as mx
+
+            mx.clear_cache()
+
+
+def _logprob(token_id: int, sample: Any) -> TokenLogprob | None:
+    from mlxctl.engine.logprobs import to_token_logprob
+
+    return None if sample is None else to_token_logprob(token_id, sample)
+
+
+def _as_engine_error(error: BaseException) -> MlxctlError:
+    if isinstance(error, MlxctlError):
+        return error
+    return EngineError(f"generation failed: {type(error).__name__}: {error}")

@@ -1,0 +1,83 @@
+"""Request: one generation's state as the engine tracks it."""
+
+from __future__ import annotations
+
+import enum
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from mlxctl.engine.events import Timings, Usage
+from mlxctl.engine.sampling import SamplingParams
+from mlxctl.engine.streams import RequestStream
+
+
+class RequestStatus(enum.Enum):
+    WAITING = "waiting"  # queued, nothing computed
+    PREFILLING = "prefilling"  # prompt being processed in chunks
+    RUNNING = "running"  # in the decode batch
+    FINISHED = "finished"
+
+
+@dataclass(eq=False)
+class Request:
+    id: str
+    prompt_tokens: list[int]
+    params: SamplingParams
+    stream: RequestStream
+    max_new_tokens: int  # max_tokens capped by the context left after the prompt
+    status: RequestStatus = RequestStatus.WAITING
+    num_prefilled: int = 0
+    num_generated: int = 0
+    cache: list[Any] | None = None  # per-layer KV cache while prefilling alone
+    sampler: Any = None  # TokenSampler, made on the engine thread
+    output: Any = None  # OutputProcessor, made on the engine thread
+    arrival: float = field(default_factory=time.perf_counter)
+    prefill_start: float | None = None
+    first_token: float | None = None
+    first_sampled: float | None = None
+    finished_at: float | None = None
+    aborted: bool = False
+
+    @property
+    def prompt_len(self) -> int:
+        return len(self.prompt_tokens)
+
+    @property
+    def prompt_left(self) -> int:
+        return self.prompt_len - self.num_prefilled
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status is RequestStatus.FINISHED
+
+    def usage(self) -> Usage:
+        return Usage(prompt_tokens=self.prompt_len, completion_tokens=self.num_generated)
+
+    def timings(self) -> Timings:
+        end = self.finished_at or time.perf_counter()
+        start = self.prefill_start or end
+        sampled = self.first_sampled or end
+        first = self.first_token or end
+        return Timings(
+            queue_s=start - self.arrival,
+            ttft_s=first - self.arrival,
+            prefill_s=sampled - start,
+            decode_s=end - first,
+            e2e_s=end - self.arrival,
+            prompt_tokens=self.prompt_len,
+            completion_tokens=self.num_generated,
+        )
+
+    def progress(self) -> dict:
+        """A snapshot for status views."""
+        return {
+            "id": self.id,
+            "status": self.status.value,
+            "prompt_tokens": self.prompt_len,
+            "prompt_done": self.num_prefilled,
+            "generated": self.num_generated,
+            "max_new_tokens": self.max_new_tokens,
+        }
+
+

@@ -1,0 +1,102 @@
+"""Waiting / prefilling / running queues and the per-step plan.
+
+Each policy is a small function over plain request state, testable with fake requests:
+admission (who starts prefilling), chunked prefill (how many prompt tokens each prefilling
+request gets this step), and abort (who leaves, whatever their state).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+from mlxctl.engine.request import Request, RequestStatus
+
+
+@dataclass(frozen=True)
+class SchedulerConfig:
+    max_num_seqs: int = 16  # requests prefilling + decoding at once
+    prefill_chunk: int = 512  # prompt tokens processed per engine step, over all requests
+    max_prefilling: int = 2  # requests whose prompts are in flight at once
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    prefill: list[tuple[Request, int]] = field(default_factory=list)  # (request, tokens this step)
+    decode: list[Request] = field(default_factory=list)
+
+    @property
+    def empty(self) -> bool:
+        return not self.prefill and not self.decode
+
+
+def admit(waiting: deque[Request], prefilling: list[Request], running: list[Request], cfg: SchedulerConfig) -> list[Request]:
+    """First come, first served, while both the sequence and the prefill limits allow."""
+    admitted = []
+    while waiting and len(prefilling) + len(admitted) < cfg.max_prefilling:
+        if len(prefilling) + len(admitted) + len(running) >= cfg.max_num_seqs:
+            break
+        admitted.append(waiting.popleft())
+    return admitted
+
+
+def plan_prefill(prefilling: list[Request], budget: int) -> list[tuple[Request, int]]:
+    """Split the step's prompt-token budget over prefilling requests in arrival order."""
+    chunks = []
+    for req in prefilling:
+        if budget <= 0:
+            break
+        n = min(req.prompt_left, budget)
+        chunks.append((req, n))
+        budget -= n
+    return chunks
+
+
+class Scheduler:
+    """Owns the queues; the engine asks it for a plan each step."""
+
+    def __init__(self, cfg: SchedulerConfig):
+        self.cfg = cfg
+        self.waiting: deque[Request] = deque()
+        self.prefilling: list[Request] = []
+        self.running: list[Request] = []
+
+    def add(self, req: Request) -> None:
+        self.waiting.append(req)
+
+    def schedule(self) -> StepPlan:
+        for req in admit(self.waiting, self.prefilling, self.running, self.cfg):
+            req.status = RequestStatus.PREFILLING
+            self.prefilling.append(req)
+        return StepPlan(prefill=plan_prefill(self.prefilling, self.cfg.prefill_chunk), decode=list(self.running))
+
+    def start_running(self, req: Request) -> None:
+        """A request whose prompt is done joins the decode batch."""
+        self.prefilling.remove(req)
+        req.status = RequestStatus.RUNNING
+        self.running.append(req)
+
+    def finish(self, req: Request) -> None:
+        for queue in (self.prefilling, self.running):
+            if req in queue:
+                queue.remove(req)
+        if req in self.waiting:
+            self.waiting.remove(req)
+        req.status = RequestStatus.FINISHED
+
+    def find(self, request_id: str) -> Request | None:
+        for req in (*self.waiting, *self.prefilling, *self.running):
+            if req.id == request_id:
+                return req
+        return None
+
+    @property
+    def has_work(self) -> bool:
+        return bool(self.waiting or self.prefilling or self.running)
+
+    def snapshot(self) -> dict:
+        return {
+            "waiting": [r.progress() for r in self.waiting],
+            "prefilling": [r.progress() for r in self.prefilling],
+            "running": [r.progress() for r in self.running],
+        }

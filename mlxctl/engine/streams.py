@@ -1,0 +1,89 @@
+"""Per-request streams: the bridge from the engine thread to its consumer.
+
+The engine thread calls :meth:`RequestStream.put`; a CLI reads with a plain ``for`` loop, an
+asyncio server with ``async for``. An engine error arrives as a finish event carrying the
+exception, which is raised on the consumer's side.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+from dataclasses import dataclass
+from typing import AsyncIterator, Callable, Iterator
+
+from mlxctl.engine.events import Event, FinishEvent, FinishReason, TokenEvent, TokenLogprob, Timings, Usage
+
+
+@dataclass(frozen=True)
+class Completion:
+    """A whole request's result, gathered from its stream."""
+
+    text: str
+    token_ids: tuple[int, ...]
+    finish_reason: FinishReason
+    usage: Usage
+    timings: Timings
+    logprobs: tuple[TokenLogprob, ...] | None = None
+
+
+class RequestStream:
+    """Events of one request. Iterate it (sync) or ``async for`` it, not both."""
+
+    def __init__(self, request_id: str, on_abort: Callable[[str], None], loop: asyncio.AbstractEventLoop | None = None):
+        self.request_id = request_id
+        self._on_abort = on_abort
+        self._loop = loop
+        self._sync: queue.SimpleQueue[Event] = queue.SimpleQueue()
+        self._async: asyncio.Queue[Event] | None = asyncio.Queue() if loop else None
+        self.finish: FinishEvent | None = None
+
+    def put(self, event: Event) -> None:
+        """Called on the engine thread."""
+        if self._loop is None:
+            self._sync.put(event)
+        elif not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self._async.put_nowait, event)
+
+    def abort(self) -> None:
+        """Ask the engine to stop this request; its stream then ends with reason ``abort``."""
+        if self.finish is None:
+            self._on_abort(self.request_id)
+
+    def _accept(self, event: Event) -> Event:
+        if isinstance(event, FinishEvent):
+            self.finish = event
+            if event.error is not None:
+                raise event.error
+        return event
+
+    def __iter__(self) -> Iterator[Event]:
+        while self.finish is None:
+            yield self._accept(self._sync.get())
+
+    async def __aiter__(self) -> AsyncIterator[Event]:
+        while self.finish is None:
+            yield self._accept(await self._async.get())
+
+    def collect(self) -> Completion:
+        """Read the stream to its end and return the whole result (sync streams)."""
+        return _gather(list(self))
+
+    async def collect_async(self) -> Completion:
+        return _gather([e async for e in self])
+
+
+def _gather(events: list[Event]) -> Completion:
+    tokens = [e for e in events if isinstance(e, TokenEvent)]
+    finish = events[-1]
+    logprobs = None
+    if tokens and tokens[0].logprobs is not None:
+        logprobs = tuple(lp for e in tokens for lp in (e.logprobs or ()))
+    return Completion(
+        text="".join(e.text for e in tokens) + finish.text,
+        token_ids=tuple(t for e in tokens for t in e.token_ids),
+        finish_reason=finish.reason,
+        usage=finish.usage,
+        timings=finish.timings,
+        logprobs=logprobs,
+    )

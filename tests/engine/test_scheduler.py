@@ -1,0 +1,59 @@
+"""Scheduler policies with fake requests: no model, no MLX."""
+
+from collections import deque
+
+from mlxctl.engine.request import Request, RequestStatus
+from mlxctl.engine.sampling import SamplingParams
+from mlxctl.engine.scheduler import Scheduler, SchedulerConfig, admit, plan_prefill
+from mlxctl.engine.streams import RequestStream
+
+
+def fake(rid: str, prompt_len: int = 10) -> Request:
+    return Request(rid, list(range(prompt_len)), SamplingParams(), RequestStream(rid, lambda _: None), 16)
+
+
+def test_admit_is_fifo_and_bounded_by_prefill_slots():
+    waiting = deque(fake(str(i)) for i in range(5))
+    got = admit(waiting, [], [], SchedulerConfig(max_num_seqs=16, max_prefilling=2))
+    assert [r.id for r in got] == ["0", "1"]
+    assert [r.id for r in waiting] == ["2", "3", "4"]
+
+
+def test_admit_respects_max_num_seqs_counting_running():
+    waiting = deque(fake(str(i)) for i in range(3))
+    running = [fake(f"r{i}") for i in range(3)]
+    got = admit(waiting, [], running, SchedulerConfig(max_num_seqs=4, max_prefilling=4))
+    assert [r.id for r in got] == ["0"]
+
+
+def test_plan_prefill_chunks_long_prompt_and_shares_budget_in_order():
+    a, b = fake("a", 1000), fake("b", 30)
+    assert plan_prefill([a, b], 512) == [(a, 512)]
+    a.num_prefilled = 990
+    assert plan_prefill([a, b], 512) == [(a, 10), (b, 30)]
+
+
+def test_schedule_decodes_running_while_a_long_prompt_prefills():
+    s = Scheduler(SchedulerConfig(prefill_chunk=64))
+    running = fake("run")
+    s.add(running)
+    s.schedule()
+    s.start_running(running)
+    s.add(fake("long", 1000))
+    plan = s.schedule()
+    assert plan.decode == [running]
+    assert [(r.id, n) for r, n in plan.prefill] == [("long", 64)]
+
+
+def test_finish_removes_from_every_queue():
+    s = Scheduler(SchedulerConfig())
+    reqs = [fake(str(i)) for i in range(3)]
+    for r in reqs:
+        s.add(r)
+    s.schedule()
+    s.start_running(reqs[0])
+    for r in reqs:
+        s.finish(r)
+        assert r.status is RequestStatus.FINISHED
+    assert not s.has_work
+    assert s.find("0") is None
