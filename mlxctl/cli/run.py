@@ -6,12 +6,77 @@ from typing import Annotated, Optional
 
 import typer
 
-from mlxctl.errors import NotImplementedYetError
+from mlxctl.cli.blas import ensure_fast_blas
+from mlxctl.cli.context import output_for
+from mlxctl.cli.output import Output
+from mlxctl.errors import BadInputError
+
+Float = Annotated[Optional[float], typer.Option(show_default=False)]
 
 
 def run(
-    prompt: Annotated[Optional[list[str]], typer.Argument(help="The prompt; read from stdin when omitted or '-'.")] = None,
-    model: Annotated[Optional[str], typer.Option("--model", "-m", help="Model reference: catalog name, folder, .gguf file or Hugging Face repo id.")] = None,
+    ctx: typer.Context,
+    prompt: Annotated[Optional[list[str]], typer.Argument(help="The prompt (words are joined by spaces); read from stdin when omitted or '-'.", show_default=False)] = None,
+    model: Annotated[Optional[str], typer.Option("--model", "-m", help="Catalog name, model folder, .gguf file or Hugging Face repo id (default: smollm2-135m).", show_default=False)] = None,
+    system: Annotated[Optional[str], typer.Option("--system", "-s", help="System prompt.", show_default=False)] = None,
+    raw: Annotated[bool, typer.Option("--raw", help="Send the prompt as plain text, without the chat template.")] = False,
+    max_tokens: Annotated[int, typer.Option("--max-tokens", "-n", min=1, help="Most tokens to generate (the context may end it sooner).")] = 512,
+    temperature: Annotated[float, typer.Option("--temperature", "-t", min=0.0, max=2.0, help="0 is greedy (deterministic).")] = 0.0,
+    top_p: Annotated[float, typer.Option("--top-p", min=0.0, max=1.0)] = 1.0,
+    top_k: Annotated[int, typer.Option("--top-k", min=0, help="0 turns it off.")] = 0,
+    min_p: Annotated[float, typer.Option("--min-p", min=0.0, max=1.0)] = 0.0,
+    repetition_penalty: Annotated[float, typer.Option("--repetition-penalty", min=0.0)] = 1.0,
+    presence_penalty: Annotated[float, typer.Option("--presence-penalty", min=-2.0, max=2.0)] = 0.0,
+    frequency_penalty: Annotated[float, typer.Option("--frequency-penalty", min=-2.0, max=2.0)] = 0.0,
+    seed: Annotated[Optional[int], typer.Option("--seed", help="Seed for reproducible sampling.", show_default=False)] = None,
+    stop: Annotated[Optional[list[str]], typer.Option("--stop", help="Stop string (repeatable); not printed.", show_default=False)] = None,
+    ignore_eos: Annotated[bool, typer.Option("--ignore-eos", help="Keep going past the end-of-sequence token.")] = False,
+    logprobs: Annotated[int, typer.Option("--logprobs", min=0, max=20, help="With --json: log-probabilities of each token and N alternatives.")] = 0,
+    dtype: Annotated[str, typer.Option("--dtype", help="Weights dtype: auto (float32 on CPU, as stored elsewhere), native, float32, float16, bfloat16.")] = "auto",
+    json_: Annotated[bool, typer.Option("--json", help="Print one JSON object: text, finish_reason, usage, timings.")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Print timings and speeds on stderr.")] = False,
 ) -> None:
-    """Generate a completion for PROMPT and stream it to stdout."""
-    raise NotImplementedYetError("run: not built yet")
+    """Generate a reply to PROMPT and stream it to stdout."""
+    ensure_fast_blas()  # before stdin is read: it may re-execute this process
+    from mlxctl.engine.sampling import SamplingParams
+    from mlxctl.generation import PromptSpec
+
+    out = output_for(ctx, json=json_)
+    spec = PromptSpec(read_prompt(prompt, out), system, raw)
+    params = SamplingParams(
+        max_tokens=max_tokens, temperature=temperature, top_p=top_p, top_k=top_k, min_p=min_p,
+        repetition_penalty=repetition_penalty, presence_penalty=presence_penalty,
+        frequency_penalty=frequency_penalty, seed=seed, stop=tuple(stop or ()), ignore_eos=ignore_eos,
+        logprobs=logprobs > 0, top_logprobs=logprobs,
+    )
+    params.validate()
+    _execute(out, model, dtype, spec, params, verbose)
+
+
+def read_prompt(words: list[str] | None, out: Output) -> str:
+    """The prompt from the arguments, or all of stdin for none or '-'."""
+    if words and words != ["-"]:
+        text = " ".join(words)
+    elif words == ["-"] or not out.stdin_is_tty:
+        text = out.read_stdin()
+    else:
+        raise BadInputError("no prompt given", hint="pass it as an argument or pipe it on stdin")
+    if not text.strip():
+        raise BadInputError("the prompt is empty")
+    return text
+
+
+def _execute(out: Output, model: str | None, dtype: str, spec, params, verbose: bool) -> None:
+    from mlxctl.cli.run_output import print_stream
+    from mlxctl.generation import generate, open_engine
+
+    engine = open_engine(model, dtype=dtype, progress=out.message)
+    try:
+        stream = generate(engine, spec, params)
+        try:
+            print_stream(out, stream, engine.model.name, verbose)
+        except KeyboardInterrupt:
+            stream.abort()
+            raise
+    finally:
+        engine.shutdown()

@@ -137,7 +137,8 @@ class Engine:
         from mlxctl.engine.sampling import TokenSampler
 
         req.sampler = TokenSampler(req.params, self.model.vocab_size, req.prompt_tokens)
-        req.output = OutputProcessor(self.model.tokenizer, req.params, self.model.eos_token_ids, req.max_new_tokens)
+        req.output = OutputProcessor(self.model.tokenizer, req.params, self.model.eos_token_ids, req.max_new_tokens,
+                                     context_ids=req.prompt_tokens[-4:])
         self.scheduler.add(req)
 
     def _abort(self, request_id: str) -> None:

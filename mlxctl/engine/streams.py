@@ -67,13 +67,13 @@ class RequestStream:
 
     def collect(self) -> Completion:
         """Read the stream to its end and return the whole result (sync streams)."""
-        return _gather(list(self))
+        return gather_events(list(self))
 
     async def collect_async(self) -> Completion:
-        return _gather([e async for e in self])
+        return gather_events([e async for e in self])
 
 
-def _gather(events: list[Event]) -> Completion:
+def gather_events(events: list[Event]) -> Completion:
     tokens = [e for e in events if isinstance(e, TokenEvent)]
     finish = events[-1]
     logprobs = None

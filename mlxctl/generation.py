@@ -1,0 +1,48 @@
+"""The library call behind `mlxctl run`: resolve and load a model, render a prompt, submit it."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from mlxctl.engine.engine import Engine, EngineConfig
+from mlxctl.engine.sampling import SamplingParams
+from mlxctl.engine.streams import RequestStream
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class PromptSpec:
+    """What the user asked: a prompt, optionally a system prompt, templated or raw."""
+
+    text: str
+    system: str | None = None
+    raw: bool = False
+
+
+def open_engine(model_ref: str | None, *, dtype: str = "auto", progress: Progress | None = None,
+                config: EngineConfig = EngineConfig()) -> Engine:
+    """Resolve ``model_ref`` (fetching/importing on first use) and start an engine on it."""
+    from mlxctl.models.loader import load_model
+    from mlxctl.models.resolve import resolve_model
+
+    resolved = resolve_model(model_ref, progress=progress)
+    if progress:
+        progress(f"loading {resolved.name}")
+    return Engine(lambda: load_model(resolved.path, dtype=dtype), config).start()
+
+
+def prompt_tokens(engine: Engine, spec: PromptSpec) -> list[int]:
+    from mlxctl.api.prompt import chat_messages, encode_text, render_chat
+
+    tokenizer = engine.model.tokenizer
+    if spec.raw:
+        text = f"{spec.system}\n\n{spec.text}" if spec.system else spec.text
+        return encode_text(tokenizer, text)
+    return render_chat(tokenizer, chat_messages(spec.text, spec.system))
+
+
+def generate(engine: Engine, spec: PromptSpec, params: SamplingParams) -> RequestStream:
+    """Submit one prompt; iterate the returned stream for its events."""
+    return engine.submit(prompt_tokens(engine, spec), params)

@@ -1,0 +1,1 @@
+"""Man page and shell completions generated from mlxctl's click command tree."""
