@@ -19,7 +19,8 @@ def render(root: Command) -> str:
 def _command_lines(prog: str, cmd: Command) -> list[str]:
     here = f"complete -c {prog} -n {_quote(_condition(cmd))}"
     lines = [f"{here} {_option(p)}" for p in cmd.options]
-    lines += [f"{here} -a {_quote(s.path[-1])} -d {_quote(summary(s.help))}" for s in cmd.subcommands]
+    for sub in cmd.subcommands:
+        lines.append(f"{here} -a {_quote(sub.path[-1])} -d {_quote(summary(sub.help))}")
     if cmd.arguments and not cmd.subcommands:
         lines.append(f"{here} -F")
     return lines
@@ -27,7 +28,8 @@ def _command_lines(prog: str, cmd: Command) -> list[str]:
 
 def _condition(cmd: Command) -> str:
     """True while completing directly under ``cmd`` (its subcommand not yet typed)."""
-    seen = [f"__fish_seen_subcommand_from {name}" for name in cmd.path[1:]] or ["__fish_use_subcommand"]
+    seen = [f"__fish_seen_subcommand_from {name}" for name in cmd.path[1:]]
+    seen = seen or ["__fish_use_subcommand"]
     if cmd.subcommands and len(cmd.path) > 1:
         names = " ".join(s.path[-1] for s in cmd.subcommands)
         seen.append(f"not __fish_seen_subcommand_from {names}")
@@ -40,7 +42,8 @@ def _option(param: Param) -> str:
         words += ["-x", "-a", _quote(" ".join(param.choices))]
     elif param.takes_value:
         words += ["-r", "-F"]
-    return " ".join([*words, "-d", _quote(summary(param.help))])
+    text = summary(param.help)
+    return " ".join([*words, "-d", _quote(text)] if text else words)
 
 
 def _flag(flag: str) -> str:

@@ -21,11 +21,11 @@ def _function(cmd: Command) -> list[str]:
     specs = [_quote(s) for p in cmd.options for s in _option_specs(p)]
     if cmd.subcommands:
         specs += ["'1: :->command'", "'*:: :->argument'"]
-        body = [f"  _arguments -C {_join(specs)}", *_dispatch(cmd)]
+        body = [f"  _arguments -C{_join(specs)}", *_dispatch(cmd)]
         head = ["  local curcontext=$curcontext state line"]
     else:
         specs += [_quote(_argument_spec(p)) for p in cmd.arguments]
-        body, head = [f"  _arguments {_join(specs)}"], []
+        body, head = [f"  _arguments{_join(specs)}"], []
     return [f"{_name(cmd)}() {{", *head, *body, "}", ""]
 
 
@@ -46,10 +46,11 @@ def _dispatch(cmd: Command) -> list[str]:
 
 
 def _option_specs(param: Param) -> list[str]:
-    text = _bracketed(summary(param.help))
+    text = summary(param.help)
+    described = f"[{_bracketed(text)}]" if text else ""
     repeat = "*" if param.variadic else ""
     tail = f":{_message(param)}:{_action(param)}" if param.takes_value else ""
-    return [f"{repeat}{flag}[{text}]{tail}" for flag in param.flags]
+    return [f"{repeat}{flag}{described}{tail}" for flag in param.flags]
 
 
 def _argument_spec(param: Param) -> str:
@@ -78,4 +79,4 @@ def _quote(text: str) -> str:
 
 
 def _join(specs: list[str]) -> str:
-    return " \\\n    ".join(specs)
+    return "".join(" \\\n    " + spec for spec in specs)

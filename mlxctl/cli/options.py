@@ -1,0 +1,29 @@
+"""Option and argument aliases shared by commands, so each flag means one thing everywhere."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+MODEL_HELP = "Model reference: catalog name, folder, .gguf file or Hugging Face repo id."
+QUIET_HELP = "Print only the data: no messages or progress."
+
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON document to stdout.")]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)]
+ModelOpt = Annotated[
+    Optional[str], typer.Option("--model", "-m", metavar="MODEL", help=MODEL_HELP)
+]
+ModelArg = Annotated[str, typer.Argument(metavar="MODEL", help=MODEL_HELP, show_default=False)]
+OutputPathOpt = Annotated[
+    Optional[Path], typer.Option("--output", "-o", metavar="PATH", help="Where to write it.")
+]
+YesOpt = Annotated[bool, typer.Option("--yes", "-y", help="Do not ask for confirmation.")]
+HostOpt = Annotated[str, typer.Option("--host", metavar="HOST", help="Address to listen on.")]
+PortOpt = Annotated[int, typer.Option("--port", "-p", metavar="PORT", help="Port to listen on.")]
+UrlOpt = Annotated[str, typer.Option("--url", metavar="URL", help="Base URL of a running server.")]
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8080
+DEFAULT_URL = f"http://{DEFAULT_HOST}:{DEFAULT_PORT}"

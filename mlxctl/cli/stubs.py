@@ -1,0 +1,113 @@
+"""Top-level verbs that exist in the tree but are not built yet.
+
+Each is a real command with its docstring and main arguments, so ``--help``, completions and
+the man page show the whole tool; running one exits with ``ExitStatus.NOT_IMPLEMENTED``.
+When a verb gets built it moves to its own module and leaves ``COMMANDS`` here.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from mlxctl.cli.options import (
+    DEFAULT_HOST,
+    DEFAULT_PORT,
+    DEFAULT_URL,
+    HostOpt,
+    JsonOpt,
+    ModelOpt,
+    OutputPathOpt,
+    PortOpt,
+    UrlOpt,
+)
+from mlxctl.errors import NotImplementedYetError
+
+TextArgs = Annotated[
+    Optional[list[str]],
+    typer.Argument(
+        metavar="TEXT", help="The text; read from stdin when omitted.", show_default=False
+    ),
+]
+AudioArg = Annotated[
+    Path, typer.Argument(metavar="AUDIO", help="Audio file to transcribe.", show_default=False)
+]
+ModelsOpt = Annotated[
+    Optional[list[str]],
+    typer.Option(
+        "--model", "-m", metavar="MODEL", help="Model to serve (repeatable).", show_default=False
+    ),
+]
+ConcurrencyOpt = Annotated[
+    int, typer.Option("--concurrency", "-c", metavar="N", help="Requests in flight at once.")
+]
+RequestsOpt = Annotated[
+    int, typer.Option("--requests", "-n", metavar="N", help="Requests to send in all.")
+]
+
+
+def not_built(name: str) -> NotImplementedYetError:
+    """The error a planned verb raises."""
+    return NotImplementedYetError(f"'{name}' is not built yet (planned)")
+
+
+def chat(model: ModelOpt = None) -> None:
+    """Chat with a model in a terminal UI."""
+    raise not_built("chat")
+
+
+def embed(text: TextArgs = None, model: ModelOpt = None, json: JsonOpt = False) -> None:
+    """Compute embedding vectors for TEXT."""
+    raise not_built("embed")
+
+
+def transcribe(audio: AudioArg, model: ModelOpt = None, json: JsonOpt = False) -> None:
+    """Transcribe speech in AUDIO to text."""
+    raise not_built("transcribe")
+
+
+def speak(text: TextArgs = None, model: ModelOpt = None, output: OutputPathOpt = None) -> None:
+    """Turn TEXT into speech."""
+    raise not_built("speak")
+
+
+def serve(
+    model: ModelsOpt = None, host: HostOpt = DEFAULT_HOST, port: PortOpt = DEFAULT_PORT
+) -> None:
+    """Serve models over OpenAI- and Anthropic-compatible HTTP APIs."""
+    raise not_built("serve")
+
+
+def bench_serve(
+    url: UrlOpt = DEFAULT_URL,
+    model: ModelOpt = None,
+    concurrency: ConcurrencyOpt = 1,
+    requests: RequestsOpt = 16,
+    json: JsonOpt = False,
+) -> None:
+    """Load-test a running server.
+
+    Reports throughput, time to first token and inter-token latency.
+    """
+    raise not_built("bench-serve")
+
+
+def top(url: UrlOpt = DEFAULT_URL) -> None:
+    """Watch a running server live.
+
+    Shows requests running and waiting, tokens per second and KV cache use.
+    """
+    raise not_built("top")
+
+
+COMMANDS = {
+    "chat": chat,
+    "embed": embed,
+    "transcribe": transcribe,
+    "speak": speak,
+    "serve": serve,
+    "bench-serve": bench_serve,
+    "top": top,
+}
