@@ -61,7 +61,7 @@ class Engine:
     def submit(self, prompt_tokens: list[int], params: SamplingParams, *, request_id: str | None = None,
                loop: asyncio.AbstractEventLoop | None = None) -> RequestStream:
         """Queue a request; read its events from the returned stream (async when ``loop``)."""
-        params.validate(self.model.vocab_size)
+        params.validate(self.vocab_size)
         max_new = check_prompt(len(prompt_tokens), params.max_tokens, self.model.context_length)
         rid = request_id or f"req-{next(self._ids)}"
         stream = RequestStream(rid, self.abort, loop)
@@ -96,6 +96,7 @@ class Engine:
             self._load_error = exc
             self._ready.set()
             return
+        self.vocab_size = _vocab_size(self.model)
         self._ready.set()
         import mlx.core as mx
 
@@ -136,7 +137,7 @@ class Engine:
         from mlxctl.engine.output import OutputProcessor
         from mlxctl.engine.sampling import TokenSampler
 
-        req.sampler = TokenSampler(req.params, self.model.vocab_size, req.prompt_tokens)
+        req.sampler = TokenSampler(req.params, self.vocab_size, req.prompt_tokens)
         req.output = OutputProcessor(self.model.tokenizer, req.params, self.model.eos_token_ids, req.max_new_tokens,
                                      context_ids=req.prompt_tokens[-4:])
         self.scheduler.add(req)
@@ -224,6 +225,13 @@ class Engine:
             import mlx.core as mx
 
             mx.clear_cache()
+
+
+def _vocab_size(loaded: Any) -> int:
+    """Width of the logits row: the model config's vocab_size (text config for multimodal)."""
+    config = getattr(loaded, "config", None) or {}
+    size = config.get("vocab_size") or config.get("text_config", {}).get("vocab_size")
+    return int(size or loaded.vocab_size)
 
 
 def _logprob(token_id: int, sample: Any) -> TokenLogprob | None:

@@ -1,0 +1,99 @@
+"""GGUF llama tensors -> Hugging Face llama weight names, with llama.cpp's Q/K permutation undone.
+
+``mlx.core.load`` returns Q4_0/Q4_1/Q8_0 tensors as MLX affine-quantised triplets
+(``.weight``/``.scales``/``.biases``, group size 32); each triplet keeps its module's name.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+
+import mlx.core as mx
+
+from mlxctl.errors import ModelFormatError
+
+GGUF_GROUP_SIZE = 32  # every GGUF block quantisation mlx reads uses blocks of 32
+
+_TOP_LEVEL = {"token_embd": "model.embed_tokens", "output_norm": "model.norm", "output": "lm_head"}
+_IN_BLOCK = {
+    "attn_norm": "input_layernorm",
+    "ffn_norm": "post_attention_layernorm",
+    "attn_q": "self_attn.q_proj",
+    "attn_k": "self_attn.k_proj",
+    "attn_v": "self_attn.v_proj",
+    "attn_output": "self_attn.o_proj",
+    "ffn_gate": "mlp.gate_proj",
+    "ffn_up": "mlp.up_proj",
+    "ffn_down": "mlp.down_proj",
+}
+_SUFFIXES = ("weight", "scales", "biases", "bias")
+
+
+def unpermute_rows(a: mx.array, n_heads: int) -> mx.array:
+    """Undo llama.cpp's per-head row interleave of a Q or K projection (weight/scales/biases)."""
+    rows = a.shape[0]
+    if rows % (2 * n_heads):
+        raise ModelFormatError(f"cannot split {rows} rows into {n_heads} rotary heads")
+    split = a.reshape(n_heads, rows // n_heads // 2, 2, *a.shape[1:])
+    return split.swapaxes(1, 2).reshape(a.shape)
+
+
+def hf_name(gguf_name: str) -> str:
+    """The HF llama name of a GGUF tensor (``blk.3.attn_q.weight`` -> ``...q_proj.weight``)."""
+    module, _, suffix = gguf_name.rpartition(".")
+    if suffix not in _SUFFIXES:
+        raise _unknown(gguf_name)
+    return f"{_hf_module(module, gguf_name)}.{suffix}"
+
+
+def convert_weights(tensors: Mapping[str, mx.array], n_heads: int, n_kv_heads: int) -> dict:
+    """Rename every tensor and undo the Q/K permutation; returns HF-named MLX arrays."""
+    heads = {"self_attn.q_proj": n_heads, "self_attn.k_proj": n_kv_heads}
+    converted = {}
+    for name, array in tensors.items():
+        new_name = hf_name(name)
+        module = new_name.rpartition(".")[0]
+        for proj, count in heads.items():
+            if module.endswith(proj):
+                array = unpermute_rows(array, count)
+        converted[new_name] = array
+    return converted
+
+
+def quantization_config(weights: Mapping[str, mx.array]) -> dict | None:
+    """mlx-lm's ``quantization`` entry: the common bit width, plus overrides for other modules."""
+    bits = {
+        name[: -len(".scales")]: _bits(weights, name)
+        for name in weights
+        if name.endswith(".scales")
+    }
+    if not bits:
+        return None
+    common = Counter(bits.values()).most_common(1)[0][0]
+    config: dict = {"group_size": GGUF_GROUP_SIZE, "bits": common, "mode": "affine"}
+    for module, width in sorted(bits.items()):
+        if width != common:
+            config[module] = {"group_size": GGUF_GROUP_SIZE, "bits": width, "mode": "affine"}
+    return config
+
+
+def _bits(weights: Mapping[str, mx.array], scales_name: str) -> int:
+    packed = weights[scales_name[: -len(".scales")] + ".weight"]
+    return packed.shape[-1] // weights[scales_name].shape[-1]
+
+
+def _hf_module(module: str, full_name: str) -> str:
+    if module in _TOP_LEVEL:
+        return _TOP_LEVEL[module]
+    parts = module.split(".")
+    if len(parts) == 3 and parts[0] == "blk" and parts[1].isdigit() and parts[2] in _IN_BLOCK:
+        return f"model.layers.{parts[1]}.{_IN_BLOCK[parts[2]]}"
+    raise _unknown(full_name)
+
+
+def _unknown(name: str) -> ModelFormatError:
+    return ModelFormatError(
+        f"GGUF tensor {name!r} has no place in a llama model",
+        hint="mlxctl imports plain llama GGUF files (no rope_freqs, no extra tensors)",
+    )

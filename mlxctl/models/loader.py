@@ -1,0 +1,91 @@
+"""Load a model folder with mlx-lm (its public ``load``) and pick the weight dtype.
+
+``dtype``: ``native`` keeps the weights as stored (quantised stays quantised); ``float32``,
+``float16`` and ``bfloat16`` dequantise and cast everything; ``auto`` is float32 on the CPU
+backend (faster there than quantised kernels) and native elsewhere.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from mlxctl.errors import BadInputError, ModelFormatError, ModelNotFoundError
+from mlxctl.models.manifest import model_name
+
+DTYPES = ("auto", "native", "float32", "float16", "bfloat16")
+_CONTEXT_KEYS = ("max_position_embeddings", "max_seq_len", "seq_length", "n_positions", "n_ctx")
+_DEFAULT_CONTEXT = 4096
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    model: Any  # mlx.nn.Module
+    tokenizer: Any  # mlx_lm's TokenizerWrapper
+    config: dict = field(repr=False)
+    context_length: int
+    eos_token_ids: set[int]
+    name: str
+
+
+def load_model(path: Path, dtype: str = "auto", *, name: str | None = None) -> LoadedModel:
+    """Load the model folder at ``path`` with weights in ``dtype`` (see module docstring)."""
+    check_dtype(dtype)
+    path = Path(path)
+    model, tokenizer, config = _mlx_lm_load(path)
+    if (target := weight_dtype(dtype)) is not None:
+        _convert(model, target)
+    return LoadedModel(
+        model=model,
+        tokenizer=tokenizer,
+        config=config,
+        context_length=context_length(config),
+        eos_token_ids=set(tokenizer.eos_token_ids),
+        name=name or model_name(path),
+    )
+
+
+def check_dtype(dtype: str) -> None:
+    if dtype not in DTYPES:
+        raise BadInputError(f"unknown dtype {dtype!r}", hint=f"choose one of: {', '.join(DTYPES)}")
+
+
+def weight_dtype(dtype: str):
+    """The mx.Dtype to convert to, or None to keep the weights as stored."""
+    import mlx.core as mx
+
+    check_dtype(dtype)
+    if dtype == "auto":
+        return mx.float32 if mx.default_device().type == mx.cpu else None
+    return None if dtype == "native" else getattr(mx, dtype)
+
+
+def context_length(config: dict) -> int:
+    """The longest sequence the model was built for, from whichever key its config uses."""
+    for source in (config, config.get("text_config") or {}):
+        for key in _CONTEXT_KEYS:
+            if isinstance(source.get(key), int):
+                return source[key]
+    return _DEFAULT_CONTEXT
+
+
+def _mlx_lm_load(path: Path) -> tuple:
+    if not (path / "config.json").is_file():
+        raise ModelNotFoundError(f"no model folder at {path} (config.json missing)")
+    from mlx_lm import load
+
+    try:
+        return load(str(path), return_config=True)
+    except (ValueError, FileNotFoundError, KeyError) as e:
+        raise ModelFormatError(f"cannot load {path.name}: {e}") from None
+
+
+def _convert(model, dtype) -> None:
+    import mlx.core as mx
+
+    from mlxctl.models.dequantize import dequantize_model
+
+    dequantize_model(model, dtype)
+    model.set_dtype(dtype)
+    mx.eval(model.parameters())
