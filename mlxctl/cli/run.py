@@ -54,11 +54,11 @@ def run(
 
 
 def read_prompt(words: list[str] | None, out: Output) -> str:
-    """The prompt from the arguments, or all of stdin for none or '-'."""
+    """The prompt from the arguments, or all of stdin (less trailing newlines) for none or '-'."""
     if words and words != ["-"]:
         text = " ".join(words)
     elif words == ["-"] or not out.stdin_is_tty:
-        text = out.read_stdin()
+        text = out.read_stdin().rstrip("\n")  # like $(...): the newline `echo` adds is not prompt
     else:
         raise BadInputError("no prompt given", hint="pass it as an argument or pipe it on stdin")
     if not text.strip():
