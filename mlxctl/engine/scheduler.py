@@ -17,7 +17,7 @@ from mlxctl.engine.request import Request, RequestStatus
 class SchedulerConfig:
     max_num_seqs: int = 16  # requests prefilling + decoding at once
     prefill_chunk: int = 512  # prompt tokens processed per engine step, over all requests
-    max_prefilling: int = 2  # requests whose prompts are in flight at once
+    max_prefilling: int = 8  # requests whose prompts are in flight at once
 
 
 @dataclass(frozen=True)
