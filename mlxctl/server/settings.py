@@ -1,0 +1,23 @@
+"""ServeSettings: everything `mlxctl serve` is configured with, validated once."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class ServeSettings:
+    host: str = "127.0.0.1"
+    port: int = 8080
+    model_name: str = "default"  # the id /v1/models lists and requests may name
+    api_key: str | None = None  # when set: Authorization: Bearer / x-api-key required
+    auth_health: bool = False  # whether /health and /metrics need the key too
+    cors_origins: tuple[str, ...] = ()  # empty: CORS off
+    max_body_bytes: int = 8 * 1024 * 1024
+    rate_limit_per_minute: int = 0  # per client address; 0: off
+    max_waiting: int = 256  # requests queued in the engine before new ones get 503
+    request_timeout_s: float = 600.0  # a request still running after this is aborted
+    stream_interval: int = 1  # tokens per streamed chunk
+    drain_grace_s: float = 30.0  # SIGTERM: how long in-flight requests may take to finish
+    log_format: str = "human"  # human | json
+    aliases: tuple[str, ...] = field(default=())  # other model names accepted in requests

@@ -1,0 +1,50 @@
+"""A real `init_app` server on loopback over the real SmolLM2 engine (shared per session)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from mlxctl.server.app import init_app
+from mlxctl.server.runner import BackgroundServer
+from mlxctl.server.settings import ServeSettings
+
+
+@pytest.fixture(scope="session")
+def smollm2(model_home):
+    from mlxctl.models.resolve import resolve_model
+    from mlxctl.models.store import ModelStore
+
+    return resolve_model(None, store=ModelStore(model_home))
+
+
+@pytest.fixture(scope="session")
+def engine(smollm2):
+    from mlxctl.engine.engine import Engine
+    from mlxctl.models.loader import load_model
+
+    eng = Engine(lambda: load_model(smollm2.path)).start()
+    yield eng
+    eng.shutdown()
+
+
+@pytest.fixture
+def serve(engine):
+    """serve(**settings) -> base URL of a fresh app with those settings; stopped after the test."""
+    servers = []
+
+    def start(**overrides) -> str:
+        settings = dataclasses.replace(ServeSettings(model_name="smollm2-135m"), **overrides)
+        server = BackgroundServer(init_app(engine, settings)).start()
+        servers.append(server)
+        return server.url
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
+@pytest.fixture
+def base_url(serve) -> str:
+    return serve()
