@@ -33,6 +33,23 @@ def open_engine(model_ref: str | None, *, dtype: str = "auto", progress: Progres
     return Engine(lambda: load_model(resolved.path, dtype=dtype), config).start()
 
 
+def lazy_engine(model_ref: str | None, *, dtype: str = "auto", progress: Progress | None = None,
+                config: EngineConfig = EngineConfig()) -> Engine:
+    """An engine not started yet: ``start()`` resolves ``model_ref`` and loads it on the engine
+    thread (`serve` listens meanwhile, answering 503 until the model is ready)."""
+
+    def load():
+        from mlxctl.models.loader import load_model
+        from mlxctl.models.resolve import resolve_model
+
+        resolved = resolve_model(model_ref, progress=progress)
+        if progress:
+            progress(f"loading {resolved.name}")
+        return load_model(resolved.path, dtype=dtype)
+
+    return Engine(load, config)
+
+
 def prompt_tokens(engine: Engine, spec: PromptSpec) -> list[int]:
     from mlxctl.api.prompt import chat_messages, encode_text, render_chat
 

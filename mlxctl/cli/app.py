@@ -16,6 +16,7 @@ from mlxctl.cli import model, stubs
 from mlxctl.cli.context import output_for, state_of
 from mlxctl.cli.entry import invoke
 from mlxctl.cli.run import run
+from mlxctl.cli.serve import serve
 
 DEBUG_HELP = "Show full tracebacks on errors (also MLXCTL_DEBUG=1)."
 VERSION_HELP = "Show the version and exit."
@@ -51,6 +52,7 @@ app = typer.Typer(
 app.callback()(root)
 app.add_typer(model.app, name="model")
 app.command()(run)
+app.command()(serve)
 for _name, _command in stubs.COMMANDS.items():
     app.command(_name)(_command)
 

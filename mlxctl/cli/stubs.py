@@ -12,17 +12,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from mlxctl.cli.options import (
-    DEFAULT_HOST,
-    DEFAULT_PORT,
-    DEFAULT_URL,
-    HostOpt,
-    JsonOpt,
-    ModelOpt,
-    OutputPathOpt,
-    PortOpt,
-    UrlOpt,
-)
+from mlxctl.cli.options import DEFAULT_URL, JsonOpt, ModelOpt, OutputPathOpt, UrlOpt
 from mlxctl.errors import NotImplementedYetError
 
 TextArgs = Annotated[
@@ -33,12 +23,6 @@ TextArgs = Annotated[
 ]
 AudioArg = Annotated[
     Path, typer.Argument(metavar="AUDIO", help="Audio file to transcribe.", show_default=False)
-]
-ModelsOpt = Annotated[
-    Optional[list[str]],
-    typer.Option(
-        "--model", "-m", metavar="MODEL", help="Model to serve (repeatable).", show_default=False
-    ),
 ]
 ConcurrencyOpt = Annotated[
     int, typer.Option("--concurrency", "-c", metavar="N", help="Requests in flight at once.")
@@ -73,13 +57,6 @@ def speak(text: TextArgs = None, model: ModelOpt = None, output: OutputPathOpt =
     raise not_built("speak")
 
 
-def serve(
-    model: ModelsOpt = None, host: HostOpt = DEFAULT_HOST, port: PortOpt = DEFAULT_PORT
-) -> None:
-    """Serve models over OpenAI- and Anthropic-compatible HTTP APIs."""
-    raise not_built("serve")
-
-
 def bench_serve(
     url: UrlOpt = DEFAULT_URL,
     model: ModelOpt = None,
@@ -107,7 +84,6 @@ COMMANDS = {
     "embed": embed,
     "transcribe": transcribe,
     "speak": speak,
-    "serve": serve,
     "bench-serve": bench_serve,
     "top": top,
 }

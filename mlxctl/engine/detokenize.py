@@ -91,6 +91,7 @@ class StopMatcher:
         self._stops = tuple(stops)
         self._held = ""
         self.stopped = False
+        self.matched: str | None = None  # the stop string that was hit
 
     def feed(self, text: str) -> tuple[str, bool]:
         """Return (text safe to emit now, whether a stop string was hit).
@@ -104,6 +105,7 @@ class StopMatcher:
         buffer = self._held + text
         cut = self._first_stop(buffer)
         if cut is not None:
+            self.matched = self._stop_at(buffer, cut)
             self.stopped, self._held = True, ""
             return buffer[:cut], True
         keep = self._partial_stop_length(buffer)
@@ -123,6 +125,10 @@ class StopMatcher:
             if start >= 0:
                 hits.append((start + len(stop), start))
         return min(hits)[1] if hits else None
+
+    def _stop_at(self, buffer: str, cut: int) -> str:
+        """The longest stop string starting at ``cut`` (the one ``_first_stop`` chose)."""
+        return max((s for s in self._stops if buffer.startswith(s, cut)), key=len)
 
     def _partial_stop_length(self, buffer: str) -> int:
         """Length of the longest suffix of ``buffer`` that a stop string starts with."""

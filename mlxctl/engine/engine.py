@@ -212,7 +212,8 @@ class Engine:
         req.cache = None
         text = "" if error is not None or reason is FinishReason.ABORT else req.output.flush()
         err = _as_engine_error(error) if error is not None else None
-        req.stream.put(FinishEvent(reason, req.usage(), req.timings(), text, err))
+        stop = req.output.stop_string if reason is FinishReason.STOP else None
+        req.stream.put(FinishEvent(reason, req.usage(), req.timings(), text, err, stop))
 
     def _fail_all(self, reason: FinishReason, error: BaseException | None) -> None:
         for req in [*self.scheduler.waiting, *self.scheduler.prefilling, *self.scheduler.running]:

@@ -79,6 +79,7 @@ class FinishEvent:
     timings: Timings
     text: str = ""
     error: BaseException | None = field(default=None, compare=False)
+    stop_string: str | None = None  # which stop string ended it (reason STOP), if one did
 
 
 Event = TokenEvent | FinishEvent

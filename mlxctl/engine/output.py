@@ -35,6 +35,10 @@ class OutputProcessor:
             return TokenEvent(text, (token_id,), lps), FinishReason.LENGTH
         return TokenEvent(text, (token_id,), lps), None
 
+    @property
+    def stop_string(self) -> str | None:
+        return self._stops.matched
+
     def flush(self) -> str:
         """Text still held back when the request ends (nothing after a stop string hit)."""
         text, _ = self._stops.feed(self._detok.flush())

@@ -25,6 +25,7 @@ class Completion:
     usage: Usage
     timings: Timings
     logprobs: tuple[TokenLogprob, ...] | None = None
+    stop_string: str | None = None
 
 
 class RequestStream:
@@ -86,4 +87,5 @@ def gather_events(events: list[Event]) -> Completion:
         usage=finish.usage,
         timings=finish.timings,
         logprobs=logprobs,
+        stop_string=finish.stop_string,
     )

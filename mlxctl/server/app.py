@@ -6,14 +6,28 @@ from aiohttp import web
 
 from mlxctl.engine.engine import Engine
 from mlxctl.server import middlewares
-from mlxctl.server.keys import ENGINE, SETTINGS
+from mlxctl.server.access_log import access_log
+from mlxctl.server.auth import auth
+from mlxctl.server.cors import add_cors_headers, cors_preflight
+from mlxctl.server.keys import ENGINE, SETTINGS, STATE
+from mlxctl.server.metrics import Metrics
+from mlxctl.server.ratelimit import rate_limit
 from mlxctl.server.routes import setup_routes
 from mlxctl.server.settings import ServeSettings
+from mlxctl.server.state import ServerState
+
+# outermost first: log everything, answer CORS preflights before auth, turn errors from the
+# rest into protocol bodies, refuse work while draining, the limits, the key check, and
+# model endpoints while the model loads
+MIDDLEWARES = (access_log, cors_preflight, middlewares.errors, middlewares.track, middlewares.body_limit,
+               rate_limit, auth, middlewares.loading)
 
 
 def init_app(engine: Engine, settings: ServeSettings = ServeSettings()) -> web.Application:
-    app = web.Application(middlewares=[middlewares.errors], client_max_size=settings.max_body_bytes)
+    app = web.Application(middlewares=MIDDLEWARES, client_max_size=settings.max_body_bytes)
     app[ENGINE] = engine
     app[SETTINGS] = settings
+    app[STATE] = ServerState(metrics=Metrics(settings.model_name))
+    app.on_response_prepare.append(add_cors_headers)
     setup_routes(app)
     return app

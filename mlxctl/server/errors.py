@@ -15,7 +15,7 @@ from mlxctl.errors import MlxctlError
 _ANTHROPIC_TYPES = {
     400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
     404: "not_found_error", 413: "request_too_large", 429: "rate_limit_error",
-    500: "api_error", 503: "overloaded_error", 529: "overloaded_error",
+    500: "api_error", 503: "overloaded_error", 504: "timeout_error", 529: "overloaded_error",
 }
 _OPENAI_TYPES = {
     400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",

@@ -1,10 +1,11 @@
-"""Submitting to the engine from a view: admission control, aborts on disconnect, timeouts."""
+"""Submitting to the engine from a view: admission control, aborts on disconnect, timeouts,
+shutdown, and the per-request metrics (recorded here, so every endpoint gets them)."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import AsyncIterator
 
 from aiohttp import web
 
@@ -12,12 +13,17 @@ from mlxctl.engine.sampling import SamplingParams
 from mlxctl.engine.streams import RequestStream
 from mlxctl.errors import MlxctlError
 from mlxctl.server.errors import ApiError
-from mlxctl.server.keys import ENGINE, SETTINGS
+from mlxctl.server.interrupt import interrupt, timeout_error
+from mlxctl.server.keys import ENGINE, SETTINGS, STATE
+
+BACKSTOP_S = 10.0  # after the timeout event, how long a view may take before it is cancelled
 
 
 def submit(request: web.Request, tokens: list[int], params: SamplingParams) -> RequestStream:
-    """Queue a generation, or refuse it: 503 when the queue is full, 400 for bad input."""
+    """Queue a generation, or refuse it: 503 when loading or the queue is full, 400 for bad input."""
     engine, settings = request.app[ENGINE], request.app[SETTINGS]
+    if engine.model is None:
+        raise ApiError(503, "the model is still loading", headers={"Retry-After": "5"})
     if len(engine.scheduler.waiting) >= settings.max_waiting:
         raise ApiError(503, "the server is busy: too many queued requests", headers={"Retry-After": "1"})
     try:
@@ -29,11 +35,27 @@ def submit(request: web.Request, tokens: list[int], params: SamplingParams) -> R
 @asynccontextmanager
 async def generation(request: web.Request, tokens: list[int], params: SamplingParams) -> AsyncIterator[RequestStream]:
     """A stream that is aborted (and its memory freed) if the view exits before it finishes:
-    a client disconnect, a timeout, or an error while writing."""
+    a client disconnect, a timeout, a shutdown or an error while writing.
+
+    At the time limit the stream ends with a RequestTimeoutError (an MlxctlError, HTTP 504)
+    that the view raises while reading it; a view still inside the block a little later gets
+    TimeoutError (asyncio.timeout's cancellation)."""
     stream = submit(request, tokens, params)
+    state, limit = request.app[STATE], request.app[SETTINGS].request_timeout_s
+    timer = asyncio.get_running_loop().call_later(limit, interrupt, stream, timeout_error(limit), len(tokens))
+    state.streams.add(stream)
     try:
-        async with asyncio.timeout(request.app[SETTINGS].request_timeout_s):
+        async with asyncio.timeout(limit + BACKSTOP_S):
             yield stream
     finally:
-        if stream.finish is None:
-            stream.abort()
+        timer.cancel()
+        state.streams.discard(stream)
+        _settle(stream, state.metrics)
+
+
+def _settle(stream: RequestStream, metrics) -> None:
+    if stream.finish is None:
+        stream.abort()
+        metrics.record_abandoned()
+    else:
+        metrics.record(stream.finish)

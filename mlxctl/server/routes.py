@@ -5,8 +5,26 @@ from __future__ import annotations
 from aiohttp import web
 
 from mlxctl.server.views import health
+from mlxctl.server.views import openai
+from mlxctl.server.views import openapi, status, tokenize
+from mlxctl.server.views import anthropic
+from mlxctl.server.views import responses
+from mlxctl.server.response_keys import install_response_store
 
 
 def setup_routes(app: web.Application) -> None:
     app.router.add_get("/health", health.health)
     app.router.add_get("/v1/models", health.models)
+    app.router.add_post("/v1/chat/completions", openai.chat_completions)
+    app.router.add_post("/v1/completions", openai.completions)
+    app.router.add_get("/v1/status", status.status)
+    app.router.add_get("/metrics", status.metrics)
+    app.router.add_post("/tokenize", tokenize.tokenize)
+    app.router.add_post("/detokenize", tokenize.detokenize)
+    app.router.add_get("/openapi.json", openapi.openapi_json)
+    app.router.add_post("/v1/messages", anthropic.messages)
+    app.router.add_post("/v1/messages/count_tokens", anthropic.count_tokens)
+    app.router.add_post("/v1/responses", responses.create)
+    app.router.add_get("/v1/responses/{response_id}", responses.retrieve)
+    app.router.add_delete("/v1/responses/{response_id}", responses.delete)
+    install_response_store(app)  # the state behind the /v1/responses routes

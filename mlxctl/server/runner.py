@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import socket
 import threading
 from dataclasses import dataclass
@@ -33,6 +34,10 @@ class BackgroundServer:
         self._thread.start()
         self._started.wait(30)
         return self
+
+    def submit(self, coro) -> "concurrent.futures.Future":
+        """Run a coroutine on the server's loop (e.g. lifecycle.drain in tests)."""
+        return asyncio.run_coroutine_threadsafe(coro, self._loop)
 
     def stop(self) -> None:
         asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(30)

@@ -21,3 +21,4 @@ class ServeSettings:
     drain_grace_s: float = 30.0  # SIGTERM: how long in-flight requests may take to finish
     log_format: str = "human"  # human | json
     aliases: tuple[str, ...] = field(default=())  # other model names accepted in requests
+    response_store_size: int = 1024  # past /v1/responses kept for previous_response_id (LRU)

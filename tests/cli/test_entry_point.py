@@ -15,7 +15,7 @@ from tests.cli.helpers import REPO, clean_env, run_cli
 TOP_LEVEL = ["model", "run", "chat", "embed", "transcribe", "speak", "serve", "bench-serve", "top"]
 MODEL_VERBS = ["inspect", "acquire", "convert", "qualify", "list", "rm"]
 STUBS = [
-    ["chat"], ["embed", "hello"], ["transcribe", "a.wav"], ["speak", "hello"], ["serve"],
+    ["chat"], ["embed", "hello"], ["transcribe", "a.wav"], ["speak", "hello"],
     ["bench-serve"], ["top"], ["model", "inspect", "m"], ["model", "acquire", "m"],
     ["model", "convert", "m"], ["model", "qualify", "m"], ["model", "list"], ["model", "rm", "m"],
 ]

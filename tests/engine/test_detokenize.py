@@ -202,3 +202,12 @@ def test_any_chunking_gives_the_text_cut_at_the_first_stop(case):
     for piece in emitted:  # at no point did any part of the stop string leak out
         so_far += piece
         assert expected.startswith(so_far)
+
+
+def test_stop_matcher_reports_which_stop_hit():
+    from mlxctl.engine.detokenize import StopMatcher
+
+    m = StopMatcher(["world", "lo w", "xyz"])
+    out = [m.feed(c) for c in ["hel", "lo w", "orld"]]
+    assert "".join(t for t, _ in out) == "hel" and out[1][1] and m.matched == "lo w"
+    assert StopMatcher(["a"]).matched is None

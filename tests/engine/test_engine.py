@@ -206,3 +206,11 @@ def test_logprobs_are_reported_per_token(engine):
     for tok, lp in zip(got.token_ids, got.logprobs):
         assert lp.token_id == tok and lp.logprob <= 0
         assert len(lp.top) == 3 and lp.top[0].token_id == tok  # greedy picks the most likely
+
+
+def test_finish_event_names_the_stop_string(engine):
+    free = engine.submit([1, 2, 3], GREEDY).collect()
+    stop_text = free.text[5:7]
+    got = engine.submit([1, 2, 3], SamplingParams(temperature=0.0, max_tokens=12, stop=("zzzz", stop_text))).collect()
+    assert got.stop_string == stop_text
+    assert engine.submit([1, 2, 3], GREEDY).collect().stop_string is None

@@ -1,0 +1,206 @@
+"""OpenAI request bodies (chat completions and legacy completions) as pydantic models.
+
+Unknown fields are refused (``extra="forbid"``), so the 400 names them. Advisory fields that
+clients send by habit (``user``, ``metadata``, ``store``, ``service_tier``, ...) are accepted and
+have no effect. Fields we cannot honour yet are either left undeclared (refused as unknown) or
+declared only to accept their no-op values (``tools: []``, ``tool_choice: "none"``,
+``response_format: {"type": "text"}``); anything else is a 400 that names the field.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+MAX_CHOICES = 64
+TokenId = Annotated[int, Field(ge=0)]
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+def _refuse(field: str, value: Any) -> None:
+    raise ValueError(f"{field}={value!r} is not supported by mlxctl yet")
+
+
+class StreamOptions(_Body):
+    include_usage: bool = False
+    include_obfuscation: bool | None = None  # advisory: chunks are never padded
+
+
+class TextPart(_Body):
+    type: Literal["text"]
+    text: str
+
+
+class ChatMessage(_Body):
+    """One message; ``developer`` is the newer name for ``system``."""
+
+    role: Literal["system", "developer", "user", "assistant"]
+    content: str | list[TextPart] | None = None
+    name: str | None = None
+    reasoning_content: str | None = None  # assistant only; both spellings are accepted
+    reasoning: str | None = None
+    refusal: Any = None  # only null: clients echo back our own assistant messages
+    tool_calls: Any = None
+    function_call: Any = None
+    audio: Any = None
+    annotations: Any = None
+
+    @field_validator("content", mode="before")
+    @classmethod
+    def _text_parts_only(cls, value: Any) -> Any:
+        for part in value if isinstance(value, list) else ():
+            kind = part.get("type") if isinstance(part, dict) else None
+            if kind != "text":
+                raise ValueError(f"content parts of type {kind!r} are not supported: text only")
+        return value
+
+    @field_validator("refusal", "tool_calls", "function_call", "audio", "annotations")
+    @classmethod
+    def _null_only(cls, value: Any, info: ValidationInfo) -> Any:
+        if value not in (None, []):
+            _refuse(info.field_name, value)
+        return value
+
+    @model_validator(mode="after")
+    def _role_rules(self) -> ChatMessage:
+        if self.role != "assistant" and self.content is None:
+            raise ValueError(f"a {self.role} message needs content")
+        if self.role != "assistant" and (self.reasoning_content or self.reasoning):
+            raise ValueError("reasoning_content / reasoning are only allowed on assistant messages")
+        return self
+
+
+class SamplingFields(_Body):
+    """Fields both endpoints share: the model, streaming, choices and sampling."""
+
+    model: str
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    n: int = Field(1, ge=1, le=MAX_CHOICES)
+    temperature: float | None = Field(None, ge=0, le=2)
+    top_p: float | None = Field(None, gt=0, le=1)
+    presence_penalty: float | None = Field(None, ge=-2, le=2)
+    frequency_penalty: float | None = Field(None, ge=-2, le=2)
+    logit_bias: dict[str, float] | None = None
+    seed: int | None = None
+    stop: str | list[str] | None = None
+    user: str | None = None  # advisory
+    # extensions (vLLM's names and meanings)
+    top_k: int | None = Field(None, ge=-1)  # 0 or -1: off
+    min_p: float | None = Field(None, ge=0, le=1)
+    repetition_penalty: float | None = Field(None, gt=0, le=2)
+    ignore_eos: bool = False
+    stop_token_ids: list[TokenId] | None = None
+
+    @field_validator("logit_bias")
+    @classmethod
+    def _bias_keys_are_token_ids(cls, value: dict[str, float] | None) -> dict[str, float] | None:
+        for key, bias in (value or {}).items():
+            if not key.strip().isdigit():
+                raise ValueError(f"keys must be token ids (integers as strings), got {key!r}")
+            if not -100 <= bias <= 100:
+                raise ValueError(f"bias for token {key} must be between -100 and 100, got {bias}")
+        return value
+
+    @field_validator("stream_options")
+    @classmethod
+    def _stream_options_need_stream(cls, value: StreamOptions | None, info: ValidationInfo) -> StreamOptions | None:
+        if value is not None and not info.data.get("stream"):
+            raise ValueError("stream_options is only allowed when stream is true")
+        return value
+
+    @property
+    def include_usage(self) -> bool:
+        return bool(self.stream_options and self.stream_options.include_usage)
+
+
+class ChatCompletionRequest(SamplingFields):
+    messages: list[ChatMessage] = Field(min_length=1)
+    max_tokens: int | None = Field(None, ge=1)
+    max_completion_tokens: int | None = Field(None, ge=1)
+    logprobs: bool = False
+    top_logprobs: int | None = Field(None, ge=0, le=20)
+    # advisory
+    metadata: dict[str, str] | None = None
+    store: bool | None = None
+    service_tier: str | None = None
+    safety_identifier: str | None = None
+    prompt_cache_key: str | None = None
+    parallel_tool_calls: bool | None = None  # there are never tools to call in parallel
+    # accepted only with their no-op values
+    tools: list[Any] | None = None
+    tool_choice: Any = None
+    response_format: dict[str, Any] | None = None
+    modalities: list[str] | None = None
+
+    @field_validator("tools")
+    @classmethod
+    def _no_tools(cls, value: list | None) -> list | None:
+        if value:
+            raise ValueError("tool calling is not supported by mlxctl yet")
+        return value
+
+    @field_validator("tool_choice")
+    @classmethod
+    def _tool_choice_noop(cls, value: Any) -> Any:
+        if value not in (None, "none", "auto"):
+            _refuse("tool_choice", value)
+        return value
+
+    @field_validator("response_format")
+    @classmethod
+    def _text_format_only(cls, value: dict | None) -> dict | None:
+        if value is not None and value != {"type": "text"}:
+            _refuse("response_format.type", value.get("type"))
+        return value
+
+    @field_validator("modalities")
+    @classmethod
+    def _text_modality_only(cls, value: list[str] | None) -> list[str] | None:
+        if value is not None and value != ["text"]:
+            _refuse("modalities", value)
+        return value
+
+
+PromptInput = str | list[str] | list[TokenId] | list[list[TokenId]]
+
+
+class CompletionRequest(SamplingFields):
+    prompt: PromptInput
+    max_tokens: int | None = Field(16, ge=1)  # OpenAI's default for this endpoint
+    echo: bool = False
+    logprobs: int | None = Field(None, ge=0, le=20)
+    best_of: int | None = Field(None, ge=1)
+    suffix: str | None = None
+
+    @field_validator("suffix")
+    @classmethod
+    def _no_suffix(cls, value: str | None) -> str | None:
+        if value:
+            raise ValueError("suffix (fill-in-the-middle) is not supported by mlxctl yet")
+        return value
+
+    @field_validator("best_of")
+    @classmethod
+    def _best_of_is_n(cls, value: int | None, info: ValidationInfo) -> int | None:
+        if value not in (None, info.data.get("n")):
+            raise ValueError("best_of is not supported by mlxctl yet (only best_of equal to n)")
+        return value
+
+    @field_validator("logprobs")
+    @classmethod
+    def _no_prompt_logprobs(cls, value: int | None, info: ValidationInfo) -> int | None:
+        if value is not None and info.data.get("echo"):
+            raise ValueError("logprobs with echo needs prompt logprobs, which mlxctl does not compute yet")
+        return value

@@ -1,0 +1,122 @@
+"""OpenAI requests -> engine jobs: the model check, prompt tokens and SamplingParams per choice.
+
+A request with ``n`` choices (and, for completions, several prompts) becomes one :class:`Job` per
+choice; choice ``index`` is ``prompt_number * n + choice_number``, as OpenAI numbers them. With a
+seed, choice ``c`` samples with ``seed + c``, so choices differ but the whole response repeats.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from mlxctl.api.openai_models import (
+    ChatCompletionRequest,
+    ChatMessage,
+    CompletionRequest,
+    SamplingFields,
+)
+from mlxctl.api.prompt import encode_text, render_chat
+from mlxctl.engine.sampling import SamplingParams
+from mlxctl.errors import BadInputError, ModelNotFoundError
+
+
+@dataclass(frozen=True)
+class Job:
+    """One choice to generate: its prompt tokens, how to sample, and text it starts with."""
+
+    index: int
+    tokens: list[int]
+    params: SamplingParams
+    echo: str = ""
+
+
+def check_model(name: str, served: tuple[str, ...]) -> None:
+    """Raise ModelNotFoundError unless ``name`` is the served model or one of its aliases."""
+    if name not in served:
+        raise ModelNotFoundError(f"The model '{name}' does not exist; this server serves '{served[0]}'")
+
+
+def chat_jobs(body: ChatCompletionRequest, tokenizer: Any) -> list[Job]:
+    tokens = render_chat(tokenizer, [template_message(m) for m in body.messages])
+    return fan_out([(tokens, "")], chat_params(body), body.n)
+
+
+def completion_jobs(body: CompletionRequest, tokenizer: Any, vocab_size: int) -> list[Job]:
+    prompts = [_prompt(p, tokenizer, vocab_size, body.echo) for p in prompt_list(body.prompt)]
+    return fan_out(prompts, completion_params(body), body.n)
+
+
+def fan_out(prompts: list[tuple[list[int], str]], params: SamplingParams, n: int) -> list[Job]:
+    return [Job(p * n + c, tokens, choice_params(params, c), echo)
+            for p, (tokens, echo) in enumerate(prompts) for c in range(n)]
+
+
+def choice_params(params: SamplingParams, choice: int) -> SamplingParams:
+    return params if params.seed is None else dataclasses.replace(params, seed=params.seed + choice)
+
+
+def template_message(message: ChatMessage) -> dict[str, Any]:
+    """A message as chat templates expect it (developer -> system, text parts joined)."""
+    out: dict[str, Any] = {"role": "system" if message.role == "developer" else message.role,
+                           "content": message_text(message.content)}
+    if message.name:
+        out["name"] = message.name
+    reasoning = message.reasoning_content or message.reasoning
+    if reasoning:
+        out["reasoning_content"] = reasoning  # used only by templates that render it
+    return out
+
+
+def message_text(content: Any) -> str:
+    if content is None or isinstance(content, str):
+        return content or ""
+    return "\n".join(part.text for part in content)
+
+
+def prompt_list(prompt: Any) -> list[str | list[int]]:
+    """The prompts of a completions request: a string, token ids, or a list of either."""
+    if isinstance(prompt, str) or (prompt and isinstance(prompt[0], int)):
+        return [prompt]
+    if not prompt:
+        raise BadInputError("the prompt is empty")
+    return list(prompt)
+
+
+def _prompt(prompt: str | list[int], tokenizer: Any, vocab_size: int, echo: bool) -> tuple[list[int], str]:
+    if isinstance(prompt, str):
+        return encode_text(tokenizer, prompt), prompt if echo else ""
+    bad = [t for t in prompt if t >= vocab_size]
+    if bad:
+        raise BadInputError(f"prompt token id {bad[0]} is out of range: the vocabulary has {vocab_size} ids")
+    return list(prompt), tokenizer.decode(prompt) if echo else ""
+
+
+def chat_params(body: ChatCompletionRequest) -> SamplingParams:
+    max_tokens = body.max_completion_tokens or body.max_tokens  # None: until the context is full
+    return _params(body, max_tokens, body.logprobs, body.top_logprobs or 0)
+
+
+def completion_params(body: CompletionRequest) -> SamplingParams:
+    return _params(body, body.max_tokens, body.logprobs is not None, body.logprobs or 0)
+
+
+def _params(body: SamplingFields, max_tokens: int | None, logprobs: bool, top: int) -> SamplingParams:
+    params = SamplingParams(
+        max_tokens=max_tokens, logprobs=logprobs, top_logprobs=top, **_sampling(body),
+        logit_bias={int(k): v for k, v in (body.logit_bias or {}).items()},
+        stop=body.stop or (), stop_token_ids=tuple(body.stop_token_ids or ()), ignore_eos=body.ignore_eos,
+    )
+    params.validate()
+    return params
+
+
+def _sampling(body: SamplingFields) -> dict[str, Any]:
+    given = {
+        "temperature": body.temperature, "top_p": body.top_p, "min_p": body.min_p,
+        "presence_penalty": body.presence_penalty, "frequency_penalty": body.frequency_penalty,
+        "repetition_penalty": body.repetition_penalty, "seed": body.seed,
+        "top_k": max(body.top_k, 0) if body.top_k is not None else None,
+    }
+    return {k: v for k, v in given.items() if v is not None}

@@ -1,0 +1,131 @@
+"""OpenAI Responses API request bodies (POST /v1/responses).
+
+Unknown fields are rejected (``extra="forbid"``). Advisory fields (metadata, user, service_tier,
+prompt caching hints, ...) are accepted and have no effect. Fields that would change the output and
+that we cannot honour yet (tools, reasoning, structured text formats, background mode, ...) get a
+400 that names them, never silent loss.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+def _refuse_when_set(value: Any, what: str) -> Any:
+    if value:
+        raise ValueError(f"{what} not supported yet")
+    return value
+
+
+def _refuse_unknown_types(items: Any, known: tuple[str, ...], what: str) -> Any:
+    for item in items if isinstance(items, list) else ():
+        kind = item.get("type", "message") if isinstance(item, dict) else None
+        if kind not in known:
+            raise ValueError(f"{what} of type {kind!r} are not supported yet (only {', '.join(known)})")
+    return items
+
+
+class InputText(_Strict):
+    type: Literal["input_text"]
+    text: str
+
+
+class OutputText(_Strict):
+    type: Literal["output_text"]
+    text: str
+    annotations: list[Any] = []
+    logprobs: list[Any] | None = None
+
+
+ContentPart = Annotated[InputText | OutputText, Field(discriminator="type")]
+
+
+class MessageItem(_Strict):
+    """A message input item; ``id`` and ``status`` appear when a past output item is sent back."""
+
+    type: Literal["message"] = "message"
+    role: Literal["user", "assistant", "system", "developer"]
+    content: str | list[ContentPart]
+    id: str | None = None
+    status: str | None = None
+
+    @field_validator("content", mode="before")
+    @classmethod
+    def _known_parts(cls, value: Any) -> Any:
+        return _refuse_unknown_types(value, ("input_text", "output_text"), "content parts")
+
+
+class TextFormat(_Strict):
+    type: Literal["text", "json_schema", "json_object"]
+
+    @field_validator("type")
+    @classmethod
+    def _plain_text(cls, value: str) -> str:
+        if value != "text":
+            raise ValueError(f"text format {value!r} is not supported yet (only 'text')")
+        return value
+
+
+class TextConfig(_Strict):
+    format: TextFormat | None = None
+    verbosity: str | None = None  # advisory
+
+
+class ResponsesRequest(_Strict):
+    model: str
+    input: str | list[MessageItem]
+    instructions: str | None = None
+    max_output_tokens: int | None = Field(default=None, ge=1)
+    temperature: float | None = Field(default=None, ge=0, le=2)
+    top_p: float | None = Field(default=None, gt=0, le=1)
+    previous_response_id: str | None = None
+    store: bool = True
+    stream: bool = False
+    text: TextConfig | None = None
+    truncation: Literal["disabled"] | None = None
+    # advisory: no effect on the output
+    metadata: dict[str, str] | None = None
+    user: str | None = None
+    safety_identifier: str | None = None
+    service_tier: str | None = None
+    prompt_cache_key: str | None = None
+    prompt_cache_retention: str | None = None
+    stream_options: dict[str, Any] | None = None
+    parallel_tool_calls: bool | None = None
+    max_tool_calls: int | None = None
+    # refused when set
+    tools: list[Any] | None = None
+    tool_choice: Any = None
+    reasoning: dict[str, Any] | None = None
+    include: list[str] | None = None
+    top_logprobs: int | None = None
+    background: bool | None = None
+    conversation: Any = None
+    prompt: Any = None
+
+    @field_validator("input", mode="before")
+    @classmethod
+    def _known_items(cls, value: Any) -> Any:
+        return _refuse_unknown_types(value, ("message",), "input items")
+
+    @field_validator("tool_choice")
+    @classmethod
+    def _no_forced_tool(cls, value: Any) -> Any:
+        return value if value in (None, "none", "auto") else _refuse_when_set(value, "tool_choice is")
+
+    @field_validator("reasoning")
+    @classmethod
+    def _no_reasoning(cls, value: dict | None) -> Any:
+        _refuse_when_set(value and any(v is not None for v in value.values()), "reasoning is")
+        return value
+
+    @field_validator("tools", "include", "top_logprobs", "background", "conversation", "prompt")
+    @classmethod
+    def _unsupported(cls, value: Any, info) -> Any:
+        return _refuse_when_set(value, f"{info.field_name} is")

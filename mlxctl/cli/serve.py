@@ -1,0 +1,123 @@
+"""`mlxctl serve`: the OpenAI-, Anthropic- and Responses-compatible HTTP server."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from mlxctl.cli.blas import ensure_fast_blas
+from mlxctl.cli.context import output_for
+from mlxctl.cli.options import DEFAULT_HOST, DEFAULT_PORT, HostOpt, PortOpt
+from mlxctl.cli.output import Output
+from mlxctl.errors import BadInputError
+
+LOG_FORMATS = ("human", "json")
+
+
+def _opt(*names: str, metavar: str | None = None, help: str, **kw) -> typer.models.OptionInfo:
+    return typer.Option(*names, metavar=metavar, help=help, **kw)
+
+
+ModelOpt = Annotated[Optional[str], _opt("--model", "-m", metavar="MODEL", show_default=False, help="Catalog name, model folder, .gguf file or Hugging Face repo id (default: smollm2-135m).")]
+NameOpt = Annotated[Optional[str], _opt("--served-model-name", metavar="NAME", show_default=False, help="The model id clients use (default: the model reference).")]
+DtypeOpt = Annotated[str, _opt("--dtype", metavar="DTYPE", help="Weights dtype: auto, native, float32, float16, bfloat16.")]
+SeqsOpt = Annotated[int, _opt("--max-num-seqs", metavar="N", min=1, help="Requests prefilling or decoding at once.")]
+ChunkOpt = Annotated[int, _opt("--prefill-chunk", metavar="N", min=1, help="Prompt tokens processed per engine step.")]
+WaitingOpt = Annotated[int, _opt("--max-waiting", metavar="N", min=0, help="Queued requests before new ones get 503.")]
+IntervalOpt = Annotated[int, _opt("--stream-interval", metavar="N", min=1, help="Tokens per streamed chunk.")]
+KeyOpt = Annotated[Optional[str], _opt("--api-key", metavar="KEY", envvar="MLXCTL_API_KEY", show_default=False, help="Require this key (Authorization: Bearer or x-api-key).")]
+KeyFileOpt = Annotated[Optional[Path], _opt("--api-key-file", metavar="PATH", show_default=False, help="Read the API key from this file.")]
+AuthHealthOpt = Annotated[bool, _opt("--auth-health/--no-auth-health", help="Whether /health and /metrics need the key too.")]
+CorsOpt = Annotated[Optional[list[str]], _opt("--cors-origin", metavar="ORIGIN", show_default=False, help="Allow browser requests from ORIGIN (repeatable; * for any). CORS is off without it.")]
+RateOpt = Annotated[int, _opt("--rate-limit", metavar="N", min=0, help="Requests per minute per client address; 0 is no limit.")]
+BodyOpt = Annotated[float, _opt("--max-body-mb", metavar="MB", min=0.001, help="Largest request body, in MiB.")]
+TimeoutOpt = Annotated[float, _opt("--request-timeout", metavar="SECONDS", min=0.001, help="A request still running after this is ended with a timeout error.")]
+GraceOpt = Annotated[float, _opt("--drain-grace", metavar="SECONDS", min=0.0, help="On SIGTERM or Ctrl-C: how long requests in flight may take to finish.")]
+LogOpt = Annotated[str, _opt("--log-format", metavar="FORMAT", help="Request log lines on stderr: human or json.")]
+
+
+def serve(
+    ctx: typer.Context,
+    model: ModelOpt = None,
+    host: HostOpt = DEFAULT_HOST,
+    port: PortOpt = DEFAULT_PORT,
+    served_model_name: NameOpt = None,
+    dtype: DtypeOpt = "auto",
+    max_num_seqs: SeqsOpt = 16,
+    prefill_chunk: ChunkOpt = 512,
+    max_waiting: WaitingOpt = 256,
+    stream_interval: IntervalOpt = 1,
+    api_key: KeyOpt = None,
+    api_key_file: KeyFileOpt = None,
+    auth_health: AuthHealthOpt = False,
+    cors_origin: CorsOpt = None,
+    rate_limit: RateOpt = 0,
+    max_body_mb: BodyOpt = 8.0,
+    request_timeout: TimeoutOpt = 600.0,
+    drain_grace: GraceOpt = 30.0,
+    log_format: LogOpt = "human",
+) -> None:
+    """Serve a model over OpenAI- and Anthropic-compatible HTTP APIs.
+
+    Listens at once (/health answers 503 until the model is loaded); SIGTERM or Ctrl-C drains
+    requests in flight and exits 0.
+    """
+    ensure_fast_blas()
+    from mlxctl.server.settings import ServeSettings
+
+    if log_format not in LOG_FORMATS:
+        raise BadInputError(f"unknown log format {log_format!r}", hint="use human or json")
+    settings = ServeSettings(
+        host=host, port=port, model_name=served_model_name or default_name(model),
+        api_key=read_api_key(api_key, api_key_file, _from_flag(ctx, "api_key")), auth_health=auth_health,
+        cors_origins=tuple(cors_origin or ()), max_body_bytes=int(max_body_mb * 1024 * 1024),
+        rate_limit_per_minute=rate_limit, max_waiting=max_waiting, request_timeout_s=request_timeout,
+        stream_interval=stream_interval, drain_grace_s=drain_grace, log_format=log_format,
+    )
+    _execute(output_for(ctx), model, dtype, settings, max_num_seqs, prefill_chunk)
+
+
+def _from_flag(ctx: typer.Context, name: str) -> bool:
+    import click
+
+    return ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE
+
+
+def default_name(model: str | None) -> str:
+    """The id clients see: the catalog name, a folder's or file's stem, or the repo id."""
+    from mlxctl.models.catalog import DEFAULT_CHAT_MODEL
+
+    if model is None:
+        return DEFAULT_CHAT_MODEL
+    path = Path(model).expanduser()
+    return path.stem if path.exists() else model.strip()
+
+
+def read_api_key(key: str | None, key_file: Path | None, key_from_flag: bool = False) -> str | None:
+    """The key from --api-key, MLXCTL_API_KEY or --api-key-file (which beats the variable)."""
+    if key_file is None:
+        return key or None
+    if key_from_flag:
+        raise BadInputError("give --api-key or --api-key-file, not both")
+    try:
+        text = key_file.expanduser().read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise BadInputError(f"cannot read the API key file {key_file}: {exc.strerror}") from exc
+    if not text:
+        raise BadInputError(f"the API key file {key_file} is empty")
+    return text
+
+
+def _execute(out: Output, model: str | None, dtype: str, settings, max_num_seqs: int, prefill_chunk: int) -> None:
+    from mlxctl.engine.engine import EngineConfig
+    from mlxctl.engine.scheduler import SchedulerConfig
+    from mlxctl.generation import lazy_engine
+    from mlxctl.server import lifecycle
+    from mlxctl.server.app import init_app
+
+    config = EngineConfig(SchedulerConfig(max_num_seqs=max_num_seqs, prefill_chunk=prefill_chunk,
+                                          max_prefilling=min(8, max_num_seqs)))
+    engine = lazy_engine(model, dtype=dtype, progress=out.message, config=config)
+    lifecycle.run(init_app(engine, settings), announce=lambda url: out.message(f"mlxctl: listening on {url}"))

@@ -1,0 +1,58 @@
+"""One OpenAPI operation: request body (from a pydantic model or by hand) and responses."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+OBJECT = {"type": "object"}
+JSON = "application/json"
+
+SUMMARIES = {
+    "/health": "Liveness: 200 once the model is loaded, 503 while loading or shutting down.",
+    "/v1/models": "The served model and its aliases.",
+    "/v1/status": "Scheduler queues with each request's progress, batch size, KV and memory figures.",
+    "/metrics": "Prometheus metrics (text exposition format).",
+    "/tokenize": "Token ids of a prompt or of chat messages rendered with the chat template.",
+    "/detokenize": "The text of token ids.",
+    "/openapi.json": "This document.",
+}
+ERROR = {"description": "An error in the protocol's shape", "content": {JSON: {"schema": OBJECT}}}
+TEXT_RESPONSES = {"/metrics": "text/plain"}
+
+
+def operation(path: str, method: str, model: type | None, components: dict[str, Any]) -> dict[str, Any]:
+    op: dict[str, Any] = {"summary": SUMMARIES.get(path, path), "operationId": operation_id(path, method),
+                          "responses": responses(path)}
+    if params := path_parameters(path):
+        op["parameters"] = params
+    if method == "post":
+        schema = model_schema(model, components) if model is not None else OBJECT
+        op["requestBody"] = {"required": True, "content": {JSON: {"schema": schema}}}
+    return op
+
+
+def path_parameters(path: str) -> list[dict[str, Any]]:
+    """``{name}`` segments of an aiohttp path (``{name:regex}`` too) as OpenAPI parameters."""
+    names = re.findall(r"{(\w+)(?::[^}]*)?}", path)
+    return [{"name": n, "in": "path", "required": True, "schema": {"type": "string"}} for n in names]
+
+
+def operation_id(path: str, method: str) -> str:
+    words = [w for w in path.replace(".", "_").split("/") if w]
+    return "_".join([method, *words]) or method
+
+
+def responses(path: str) -> dict[str, Any]:
+    media = TEXT_RESPONSES.get(path, JSON)
+    schema = {"type": "string"} if media != JSON else OBJECT
+    return {"200": {"description": "Success", "content": {media: {"schema": schema}}},
+            "default": ERROR}
+
+
+def model_schema(model: type, components: dict[str, Any]) -> dict[str, Any]:
+    """The model's JSON schema with its definitions moved into ``components``."""
+    schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
+    components.update(schema.pop("$defs", {}))
+    components[model.__name__] = schema
+    return {"$ref": f"#/components/schemas/{model.__name__}"}

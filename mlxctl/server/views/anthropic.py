@@ -1,0 +1,92 @@
+"""POST /v1/messages and POST /v1/messages/count_tokens (Anthropic Messages API)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from mlxctl.api import anthropic_events as events
+from mlxctl.api.anthropic_models import CountTokensRequest, MessagesRequest
+from mlxctl.api.anthropic_translate import (
+    message_body,
+    new_message_id,
+    prompt_tokens,
+    sampling_params,
+    stop_reason,
+)
+from mlxctl.engine.sampling import SamplingParams
+from mlxctl.errors import MlxctlError
+from mlxctl.server.body import parse_body
+from mlxctl.server.errors import ApiError, error_body
+from mlxctl.server.generate import generation
+from mlxctl.server.keys import ENGINE, SETTINGS
+from mlxctl.server.served_model import check_model
+from mlxctl.server.sse import open_sse, send
+from mlxctl.server.text_chunks import TextChunks
+
+
+def _tokenizer(request: web.Request) -> Any:
+    return request.app[ENGINE].model.tokenizer
+
+
+async def count_tokens(request: web.Request) -> web.Response:
+    req = await parse_body(request, CountTokensRequest)
+    check_model(request, req.model)
+    return web.json_response({"input_tokens": len(prompt_tokens(_tokenizer(request), req))})
+
+
+async def messages(request: web.Request) -> web.StreamResponse:
+    req = await parse_body(request, MessagesRequest)
+    check_model(request, req.model)
+    tokens, params = prompt_tokens(_tokenizer(request), req), sampling_params(req)
+    if req.stream:
+        return await _stream(request, req, tokens, params)
+    async with generation(request, tokens, params) as stream:
+        done = await stream.collect_async()
+    stop = stop_reason(done.finish_reason, done.stop_string)
+    return web.json_response(message_body(new_message_id(), req.model, done.text, stop, done.usage))
+
+
+async def _emit(resp: web.StreamResponse, payload: dict) -> None:
+    await send(resp, payload, event=payload["type"])
+
+
+async def _stream(request: web.Request, req: MessagesRequest, tokens: list[int],
+                  params: SamplingParams) -> web.StreamResponse:
+    resp = None
+    try:
+        async with generation(request, tokens, params) as stream:
+            resp = await open_sse(request)
+            await _stream_events(request, resp, req, len(tokens), TextChunks(stream, _interval(request)))
+    except (MlxctlError, TimeoutError) as err:
+        if resp is None:
+            raise
+        await _emit(resp, error_body(request, _api_error(err)))
+    except ConnectionError:
+        pass  # the client went away; the generation was aborted on the way out
+    return resp
+
+
+async def _stream_events(request: web.Request, resp: web.StreamResponse, req: MessagesRequest,
+                         input_tokens: int, chunks: TextChunks) -> None:
+    for payload in (events.message_start(new_message_id(), req.model, input_tokens),
+                    events.content_block_start(), events.ping()):
+        await _emit(resp, payload)
+    async for text in chunks:
+        await _emit(resp, events.text_delta(text))
+    stop = stop_reason(chunks.finish.reason, chunks.finish.stop_string)
+    for payload in (events.content_block_stop(),
+                    events.message_delta(stop, chunks.finish.usage.completion_tokens),
+                    events.message_stop()):
+        await _emit(resp, payload)
+
+
+def _interval(request: web.Request) -> int:
+    return max(1, request.app[SETTINGS].stream_interval)
+
+
+def _api_error(err: Exception) -> ApiError:
+    if isinstance(err, TimeoutError):
+        return ApiError(504, "the request ran past the server's time limit")
+    return ApiError.from_mlxctl(err)

@@ -1,0 +1,64 @@
+"""POST /v1/chat/completions and POST /v1/completions (OpenAI), streamed or not."""
+
+from __future__ import annotations
+
+import asyncio
+from contextlib import AsyncExitStack
+
+from aiohttp import web
+
+from mlxctl.api.openai_models import (
+    ChatCompletionRequest,
+    CompletionRequest,
+    SamplingFields,
+)
+from mlxctl.api.openai_output import (
+    ChatOutput,
+    CompletionOutput,
+    OpenAIOutput,
+    total_usage,
+)
+from mlxctl.api.openai_pieces import whole
+from mlxctl.api.openai_translate import Job, chat_jobs, check_model, completion_jobs
+from mlxctl.errors import ModelNotFoundError
+from mlxctl.server.body import parse_body
+from mlxctl.server.errors import ApiError
+from mlxctl.server.keys import ENGINE, SETTINGS
+from mlxctl.server.views.openai_stream import open_generations, stream_response
+
+
+async def chat_completions(request: web.Request) -> web.StreamResponse:
+    body = await parse_body(request, ChatCompletionRequest)
+    tokenizer = _checked_tokenizer(request, body.model)
+    jobs = chat_jobs(body, tokenizer)
+    return await _respond(request, body, jobs, ChatOutput(body.model, tokenizer, body.include_usage))
+
+
+async def completions(request: web.Request) -> web.StreamResponse:
+    body = await parse_body(request, CompletionRequest)
+    tokenizer = _checked_tokenizer(request, body.model)
+    jobs = completion_jobs(body, tokenizer, request.app[ENGINE].vocab_size)
+    return await _respond(request, body, jobs, CompletionOutput(body.model, tokenizer, body.include_usage))
+
+
+def _checked_tokenizer(request: web.Request, model: str):
+    settings = request.app[SETTINGS]
+    try:
+        check_model(model, (settings.model_name, *settings.aliases))
+    except ModelNotFoundError as err:
+        raise ApiError(404, err.message, param="model", code="model_not_found") from err
+    return request.app[ENGINE].model.tokenizer
+
+
+async def _respond(request: web.Request, body: SamplingFields, jobs: list[Job],
+                   output: OpenAIOutput) -> web.StreamResponse:
+    if body.stream:
+        return await stream_response(request, jobs, output, body.n)
+    try:
+        async with AsyncExitStack() as stack:
+            streams = await open_generations(request, stack, jobs)
+            results = await asyncio.gather(*(s.collect_async() for s in streams))
+    except TimeoutError as exc:
+        raise ApiError(504, "the request took longer than the server's request timeout") from exc
+    pieces = [whole(result, job.echo) for result, job in zip(results, jobs)]
+    return web.json_response(output.response(pieces, total_usage([r.usage for r in results], body.n)))

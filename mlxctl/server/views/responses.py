@@ -1,0 +1,106 @@
+"""POST /v1/responses and GET/DELETE /v1/responses/{response_id} (OpenAI Responses API)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from mlxctl.api.response_store import StoredResponse
+from mlxctl.api.responses_events import ResponseEvents
+from mlxctl.api.responses_models import ResponsesRequest
+from mlxctl.api.responses_objects import ResponseDraft
+from mlxctl.api.responses_translate import (
+    conversation,
+    finished_body,
+    prompt_tokens,
+    sampling_params,
+    with_reply,
+)
+from mlxctl.errors import MlxctlError
+from mlxctl.server.body import parse_body
+from mlxctl.server.errors import ApiError
+from mlxctl.server.generate import generation
+from mlxctl.server.keys import ENGINE, SETTINGS
+from mlxctl.server.response_keys import store_of
+from mlxctl.server.served_model import check_model
+from mlxctl.server.sse import open_sse, send
+from mlxctl.server.text_chunks import TextChunks
+
+
+def _stored(request: web.Request, response_id: str, param: str | None = None) -> StoredResponse:
+    stored = store_of(request.app).get(response_id)
+    if stored is None:
+        raise ApiError(404, f"response with id '{response_id}' not found", param=param,
+                       code="previous_response_not_found" if param else None)
+    return stored
+
+
+async def retrieve(request: web.Request) -> web.Response:
+    return web.json_response(_stored(request, request.match_info["response_id"]).body)
+
+
+async def delete(request: web.Request) -> web.Response:
+    response_id = request.match_info["response_id"]
+    if not store_of(request.app).delete(response_id):
+        raise ApiError(404, f"response with id '{response_id}' not found")
+    return web.json_response({"id": response_id, "object": "response.deleted", "deleted": True})
+
+
+async def create(request: web.Request) -> web.StreamResponse:
+    req = await parse_body(request, ResponsesRequest)
+    check_model(request, req.model)
+    previous = _stored(request, req.previous_response_id, "previous_response_id").messages \
+        if req.previous_response_id else ()
+    messages = conversation(req, previous)
+    tokens = prompt_tokens(request.app[ENGINE].model.tokenizer, req, messages)
+    draft = ResponseDraft(req)
+    if req.stream:
+        return await _stream(request, draft, messages, tokens)
+    async with generation(request, tokens, sampling_params(req)) as stream:
+        done = await stream.collect_async()
+    body = finished_body(draft, done.finish_reason, done.text, done.usage)
+    _remember(request, draft, body, with_reply(messages, done.text))
+    return web.json_response(body)
+
+
+def _remember(request: web.Request, draft: ResponseDraft, body: dict, messages: tuple) -> None:
+    if draft.req.store:
+        store_of(request.app).put(draft.id, StoredResponse(body, messages))
+
+
+async def _emit(resp: web.StreamResponse, event: dict) -> None:
+    await send(resp, event, event=event["type"])
+
+
+async def _stream(request: web.Request, draft: ResponseDraft, messages: list, tokens: list[int]) -> Any:
+    events, resp = ResponseEvents(draft), None
+    try:
+        async with generation(request, tokens, sampling_params(draft.req)) as stream:
+            resp = await open_sse(request)
+            chunks = TextChunks(stream, max(1, request.app[SETTINGS].stream_interval))
+            await _stream_events(resp, events, chunks)
+            body = finished_body(draft, chunks.finish.reason, chunks.text, chunks.finish.usage)
+            for event in events.closing(body):
+                await _emit(resp, event)
+        _remember(request, draft, body, with_reply(messages, chunks.text))
+    except (MlxctlError, TimeoutError) as err:
+        if resp is None:
+            raise
+        await _emit(resp, _error_event(events, err))
+    except ConnectionError:
+        pass  # the client went away; the generation was aborted on the way out
+    return resp
+
+
+async def _stream_events(resp: web.StreamResponse, events: ResponseEvents, chunks: TextChunks) -> None:
+    for event in events.opening():
+        await _emit(resp, event)
+    async for text in chunks:
+        await _emit(resp, events.delta(text))
+
+
+def _error_event(events: ResponseEvents, err: Exception) -> dict:
+    if isinstance(err, TimeoutError):
+        return events.error("timeout", "the request ran past the server's time limit")
+    return events.error("server_error", err.message)

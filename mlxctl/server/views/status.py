@@ -1,0 +1,31 @@
+"""GET /v1/status (JSON for people and `mlxctl top`) and GET /metrics (Prometheus text)."""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from mlxctl.server.keys import ENGINE, SETTINGS, STATE
+from mlxctl.server.metrics import CONTENT_TYPE
+from mlxctl.server.snapshot import engine_stats, kv_budget, memory
+
+
+async def status(request: web.Request) -> web.Response:
+    engine, state = request.app[ENGINE], request.app[STATE]
+    stats = engine_stats(engine)
+    return web.json_response({
+        "model": request.app[SETTINGS].model_name,
+        "loaded": engine.model is not None,
+        "draining": state.draining,
+        "uptime_s": round(state.uptime_s, 3),
+        "http": {"in_flight": state.in_flight, "generations": len(state.streams)},
+        "engine": {**stats, "num_waiting": len(stats["waiting"]),
+                   "num_running": len(stats["running"]) + len(stats["prefilling"])},
+        "memory": memory() if engine.model is not None else {},
+    })
+
+
+async def metrics(request: web.Request) -> web.Response:
+    state = request.app[STATE]
+    state.metrics.set_engine(engine_stats(request.app[ENGINE]), kv_budget())
+    body = state.metrics.render()
+    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})

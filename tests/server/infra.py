@@ -1,0 +1,47 @@
+"""Helpers for the infrastructure tests: a chat body, polling, SSE reading."""
+
+from __future__ import annotations
+
+import time
+
+import httpx
+import pytest
+
+MODEL = "smollm2-135m"
+
+
+def chat_body(max_tokens: int = 8, stream: bool = False, content: str = "Count from one to fifty.",
+              **extra) -> dict:
+    return {"model": MODEL, "messages": [{"role": "user", "content": content}], "max_tokens": max_tokens,
+            "stream": stream, "temperature": 0, **extra}
+
+
+def long_stream_body(max_tokens: int = 2000) -> dict:
+    """A streamed reply that goes on until the client leaves (or max_tokens)."""
+    return chat_body(max_tokens=max_tokens, stream=True, ignore_eos=True)
+
+
+def require_chat(url: str) -> None:
+    """Skip unless the server has /v1/chat/completions (built by another part of the project)."""
+    r = httpx.post(f"{url}/v1/chat/completions", json={}, timeout=30)
+    if r.status_code == 404:
+        pytest.skip("/v1/chat/completions is not routed yet")
+
+
+def wait_until(predicate, timeout: float = 10.0, interval: float = 0.05):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if value := predicate():
+            return value
+        time.sleep(interval)
+    return predicate()
+
+
+def idle(url: str) -> bool:
+    engine = httpx.get(f"{url}/v1/status").json()["engine"]
+    return not (engine["waiting"] or engine["prefilling"] or engine["running"] or engine["batch_size"])
+
+
+def sse_data(lines) -> list[str]:
+    """The data payloads of the SSE lines read so far."""
+    return [line[len("data: "):] for line in lines if line.startswith("data: ")]

@@ -1,0 +1,41 @@
+"""Concurrent and abandoned OpenAI streams against the real engine."""
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+import openai
+
+MODEL = "smollm2-135m"
+QUESTIONS = ["What is the capital of France?", "Name a primary color.", "What is 2 + 2?", "Say hello.",
+             "What do bees make?", "Name a planet.", "What is ice?", "Who wrote Hamlet?"]
+
+
+def ask(client, question, stream):
+    args = {"model": MODEL, "messages": [{"role": "user", "content": question}], "temperature": 0, "max_tokens": 8}
+    if not stream:
+        return client.chat.completions.create(**args).choices[0].message.content
+    chunks = client.chat.completions.create(stream=True, **args)
+    return "".join(c.choices[0].delta.content or "" for c in chunks)
+
+
+def test_sixteen_concurrent_streams_match_solo(base_url):
+    client = openai.OpenAI(base_url=base_url + "/v1", api_key="x")
+    solo = {q: ask(client, q, stream=False) for q in QUESTIONS}
+    questions = QUESTIONS * 2
+    with ThreadPoolExecutor(len(questions)) as pool:
+        together = list(pool.map(lambda q: ask(client, q, stream=True), questions))
+    assert together == [solo[q] for q in questions]
+
+
+def test_disconnect_aborts_the_request(base_url, engine):
+    body = {"model": MODEL, "messages": [{"role": "user", "content": "Tell a long story."}],
+            "max_tokens": 2000, "stream": True, "n": 2}
+    with httpx.stream("POST", f"{base_url}/v1/chat/completions", json=body) as r:
+        lines = r.iter_lines()
+        while "content" not in next(lines):
+            pass
+    deadline = time.monotonic() + 10
+    while engine.stats()["batch_size"] and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert engine.stats()["batch_size"] == 0
