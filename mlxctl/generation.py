@@ -8,6 +8,7 @@ from typing import Callable
 from mlxctl.engine.engine import Engine, EngineConfig
 from mlxctl.engine.sampling import SamplingParams
 from mlxctl.engine.streams import RequestStream
+from mlxctl.errors import BadInputError
 
 Progress = Callable[[str], None]
 
@@ -21,16 +22,35 @@ class PromptSpec:
     raw: bool = False
 
 
+LOAD_FORMATS = ("auto", "dummy")
+
+
 def open_engine(model_ref: str | None, *, dtype: str = "auto", progress: Progress | None = None,
-                config: EngineConfig = EngineConfig()) -> Engine:
-    """Resolve ``model_ref`` (fetching/importing on first use) and start an engine on it."""
-    from mlxctl.models.loader import load_model
+                config: EngineConfig = EngineConfig(), load_format: str = "auto") -> Engine:
+    """Resolve ``model_ref`` (fetching/importing on first use) and start an engine on it.
+
+    ``load_format="dummy"``: ``model_ref`` is an architecture preset or a config.json, built
+    with random weights (for speed work; see models/dummy.py)."""
+    return Engine(model_loader(model_ref, dtype, progress, load_format), config).start()
+
+
+def model_loader(model_ref: str | None, dtype: str, progress: Progress | None, load_format: str):
+    """A function the engine thread calls to load the model (resolution happens now)."""
     from mlxctl.models.resolve import resolve_model
+
+    if load_format not in LOAD_FORMATS:
+        raise BadInputError(f"unknown load format {load_format!r}", hint="choose auto or dummy")
+    if load_format == "dummy":
+        from mlxctl.models.dummy import load_dummy
+
+        tokenizer_dir = resolve_model(None, progress=progress).path
+        return lambda: load_dummy(model_ref, tokenizer_dir, dtype)
+    from mlxctl.models.loader import load_model
 
     resolved = resolve_model(model_ref, progress=progress)
     if progress:
         progress(f"loading {resolved.name}")
-    return Engine(lambda: load_model(resolved.path, dtype=dtype), config).start()
+    return lambda: load_model(resolved.path, dtype=dtype)
 
 
 def lazy_engine(model_ref: str | None, *, dtype: str = "auto", progress: Progress | None = None,

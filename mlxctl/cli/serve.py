@@ -16,26 +16,22 @@ from mlxctl.errors import BadInputError
 LOG_FORMATS = ("human", "json")
 
 
-def _opt(*names: str, metavar: str | None = None, help: str, **kw) -> typer.models.OptionInfo:
-    return typer.Option(*names, metavar=metavar, help=help, **kw)
-
-
-ModelOpt = Annotated[Optional[str], _opt("--model", "-m", metavar="MODEL", show_default=False, help="Catalog name, model folder, .gguf file or Hugging Face repo id (default: smollm2-135m).")]
-NameOpt = Annotated[Optional[str], _opt("--served-model-name", metavar="NAME", show_default=False, help="The model id clients use (default: the model reference).")]
-DtypeOpt = Annotated[str, _opt("--dtype", metavar="DTYPE", help="Weights dtype: auto, native, float32, float16, bfloat16.")]
-SeqsOpt = Annotated[int, _opt("--max-num-seqs", metavar="N", min=1, help="Requests prefilling or decoding at once.")]
-ChunkOpt = Annotated[int, _opt("--prefill-chunk", metavar="N", min=1, help="Prompt tokens processed per engine step.")]
-WaitingOpt = Annotated[int, _opt("--max-waiting", metavar="N", min=0, help="Queued requests before new ones get 503.")]
-IntervalOpt = Annotated[int, _opt("--stream-interval", metavar="N", min=1, help="Tokens per streamed chunk.")]
-KeyOpt = Annotated[Optional[str], _opt("--api-key", metavar="KEY", envvar="MLXCTL_API_KEY", show_default=False, help="Require this key (Authorization: Bearer or x-api-key).")]
-KeyFileOpt = Annotated[Optional[Path], _opt("--api-key-file", metavar="PATH", show_default=False, help="Read the API key from this file.")]
-AuthHealthOpt = Annotated[bool, _opt("--auth-health/--no-auth-health", help="Whether /health and /metrics need the key too.")]
-CorsOpt = Annotated[Optional[list[str]], _opt("--cors-origin", metavar="ORIGIN", show_default=False, help="Allow browser requests from ORIGIN (repeatable; * for any). CORS is off without it.")]
-RateOpt = Annotated[int, _opt("--rate-limit", metavar="N", min=0, help="Requests per minute per client address; 0 is no limit.")]
-BodyOpt = Annotated[float, _opt("--max-body-mb", metavar="MB", min=0.001, help="Largest request body, in MiB.")]
-TimeoutOpt = Annotated[float, _opt("--request-timeout", metavar="SECONDS", min=0.001, help="A request still running after this is ended with a timeout error.")]
-GraceOpt = Annotated[float, _opt("--drain-grace", metavar="SECONDS", min=0.0, help="On SIGTERM or Ctrl-C: how long requests in flight may take to finish.")]
-LogOpt = Annotated[str, _opt("--log-format", metavar="FORMAT", help="Request log lines on stderr: human or json.")]
+ModelOpt = Annotated[Optional[str], typer.Option("--model", "-m", metavar="MODEL", show_default=False, help="Catalog name, model folder, .gguf file or Hugging Face repo id (default: smollm2-135m).")]
+NameOpt = Annotated[Optional[str], typer.Option("--served-model-name", metavar="NAME", show_default=False, help="The model id clients use (default: the model reference).")]
+DtypeOpt = Annotated[str, typer.Option("--dtype", metavar="DTYPE", help="Weights dtype: auto, native, float32, float16, bfloat16.")]
+SeqsOpt = Annotated[int, typer.Option("--max-num-seqs", metavar="N", min=1, help="Requests prefilling or decoding at once.")]
+ChunkOpt = Annotated[int, typer.Option("--prefill-chunk", metavar="N", min=1, help="Prompt tokens processed per engine step.")]
+WaitingOpt = Annotated[int, typer.Option("--max-waiting", metavar="N", min=0, help="Queued requests before new ones get 503.")]
+IntervalOpt = Annotated[int, typer.Option("--stream-interval", metavar="N", min=1, help="Tokens per streamed chunk.")]
+KeyOpt = Annotated[Optional[str], typer.Option("--api-key", metavar="KEY", envvar="MLXCTL_API_KEY", show_default=False, help="Require this key (Authorization: Bearer or x-api-key).")]
+KeyFileOpt = Annotated[Optional[Path], typer.Option("--api-key-file", metavar="PATH", show_default=False, help="Read the API key from this file.")]
+AuthHealthOpt = Annotated[bool, typer.Option("--auth-health/--no-auth-health", help="Whether /health and /metrics need the key too.")]
+CorsOpt = Annotated[Optional[list[str]], typer.Option("--cors-origin", metavar="ORIGIN", show_default=False, help="Allow browser requests from ORIGIN (repeatable; * for any). CORS is off without it.")]
+RateOpt = Annotated[int, typer.Option("--rate-limit", metavar="N", min=0, help="Requests per minute per client address; 0 is no limit.")]
+BodyOpt = Annotated[float, typer.Option("--max-body-mb", metavar="MB", min=0.001, help="Largest request body, in MiB.")]
+TimeoutOpt = Annotated[float, typer.Option("--request-timeout", metavar="SECONDS", min=0.001, help="A request still running after this is ended with a timeout error.")]
+GraceOpt = Annotated[float, typer.Option("--drain-grace", metavar="SECONDS", min=0.0, help="On SIGTERM or Ctrl-C: how long requests in flight may take to finish.")]
+LogOpt = Annotated[str, typer.Option("--log-format", metavar="FORMAT", help="Request log lines on stderr: human or json.")]
 
 
 def serve(

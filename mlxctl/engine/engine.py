@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import os
 import queue
 import threading
 import time
@@ -75,6 +76,7 @@ class Engine:
         if self._thread is not None and self._thread.is_alive():
             self._inbox.put(("stop", None))
             self._thread.join(timeout)
+            _wait_for_native_exit(self._thread.native_id, timeout)
 
     def __enter__(self) -> "Engine":
         return self.start()
@@ -98,10 +100,7 @@ class Engine:
             return
         self.vocab_size = _vocab_size(self.model)
         self._ready.set()
-        import mlx.core as mx
-
-        with mx.stream(mx.new_stream(mx.default_device())):
-            self._loop()
+        self._loop()
 
     def _loop(self) -> None:
         from mlxctl.engine.runner import ModelRunner
@@ -111,6 +110,9 @@ class Engine:
             if self.scheduler.has_work:
                 self._safe_step()
         self._fail_all(FinishReason.ABORT, None)
+        import mlx.core as mx
+
+        mx.synchronize()  # a queued step still running in MLX at exit aborts the process
 
     def _drain_inbox(self, block: bool) -> bool:
         """Apply queued adds/aborts; False when asked to stop."""
@@ -226,6 +228,18 @@ class Engine:
             import mlx.core as mx
 
             mx.clear_cache()
+
+
+def _wait_for_native_exit(tid: int | None, timeout: float) -> None:
+    """Wait until the OS thread is gone, not just its Python state (Linux; elsewhere a no-op).
+
+    MLX's per-thread state is torn down after ``join()`` returns; if the interpreter starts
+    finalizing meanwhile, that teardown aborts the process ("terminate called without an
+    active exception")."""
+    task = f"/proc/self/task/{tid}"
+    deadline = time.monotonic() + timeout
+    while tid and os.path.exists(task) and time.monotonic() < deadline:
+        time.sleep(0.001)
 
 
 def _vocab_size(loaded: Any) -> int:

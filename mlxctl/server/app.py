@@ -12,6 +12,7 @@ from mlxctl.server.cors import add_cors_headers, cors_preflight
 from mlxctl.server.keys import ENGINE, SETTINGS, STATE
 from mlxctl.server.metrics import Metrics
 from mlxctl.server.ratelimit import rate_limit
+from mlxctl.server.response_keys import install_response_store
 from mlxctl.server.routes import setup_routes
 from mlxctl.server.settings import ServeSettings
 from mlxctl.server.state import ServerState
@@ -28,6 +29,7 @@ def init_app(engine: Engine, settings: ServeSettings = ServeSettings()) -> web.A
     app[ENGINE] = engine
     app[SETTINGS] = settings
     app[STATE] = ServerState(metrics=Metrics(settings.model_name))
+    install_response_store(app)  # the state behind the /v1/responses routes
     app.on_response_prepare.append(add_cors_headers)
     setup_routes(app)
     return app

@@ -78,15 +78,19 @@ def start_engine(engine) -> asyncio.Future:
         except BaseException as exc:  # noqa: BLE001 (reported through the future)
             error = exc
         if not loop.is_closed():
-            loop.call_soon_threadsafe(_settle, done, error)
+            loop.call_soon_threadsafe(_resolve, done, error)
 
     threading.Thread(target=load, name="mlxctl-load", daemon=True).start()
     return done
 
 
-def _settle(future: asyncio.Future, exc: BaseException | None) -> None:
-    if not future.done():
-        future.set_exception(exc) if exc is not None else future.set_result(None)
+def _resolve(future: asyncio.Future, exc: BaseException | None) -> None:
+    if future.done():
+        return
+    if exc is not None:
+        future.set_exception(exc)
+    else:
+        future.set_result(None)
 
 
 def install_signals(stop: asyncio.Event, force: asyncio.Event) -> None:

@@ -4,12 +4,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from mlxctl.server.views import health
-from mlxctl.server.views import openai
-from mlxctl.server.views import openapi, status, tokenize
-from mlxctl.server.views import anthropic
-from mlxctl.server.views import responses
-from mlxctl.server.response_keys import install_response_store
+from mlxctl.server.views import anthropic, health, openai, openapi, responses, status, tokenize
 
 
 def setup_routes(app: web.Application) -> None:
@@ -27,4 +22,3 @@ def setup_routes(app: web.Application) -> None:
     app.router.add_post("/v1/responses", responses.create)
     app.router.add_get("/v1/responses/{response_id}", responses.retrieve)
     app.router.add_delete("/v1/responses/{response_id}", responses.delete)
-    install_response_store(app)  # the state behind the /v1/responses routes

@@ -28,14 +28,14 @@ class BackgroundServer:
     def url(self) -> str:
         return f"http://{self.host}:{self.port}"
 
-    def start(self) -> "BackgroundServer":
+    def start(self) -> BackgroundServer:
         if self.port == 0:
             self.port = free_port(self.host)
         self._thread.start()
         self._started.wait(30)
         return self
 
-    def submit(self, coro) -> "concurrent.futures.Future":
+    def submit(self, coro) -> concurrent.futures.Future:
         """Run a coroutine on the server's loop (e.g. lifecycle.drain in tests)."""
         return asyncio.run_coroutine_threadsafe(coro, self._loop)
 

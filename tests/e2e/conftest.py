@@ -1,4 +1,4 @@
-"""The real SmolLM2-135M-Instruct (from its PyPI wheel), fetched and imported once per cache."""
+"""The CLI through its real entry point, against the test model cache."""
 
 from __future__ import annotations
 
@@ -7,25 +7,6 @@ import subprocess
 import sys
 
 import pytest
-
-
-@pytest.fixture(scope="session")
-def smollm2(model_home):
-    """The resolved default model, in the test cache."""
-    from mlxctl.models.resolve import resolve_model
-    from mlxctl.models.store import ModelStore
-
-    return resolve_model(None, store=ModelStore(model_home))
-
-
-@pytest.fixture(scope="session")
-def smollm2_engine(smollm2):
-    from mlxctl.engine.engine import Engine
-    from mlxctl.models.loader import load_model
-
-    engine = Engine(lambda: load_model(smollm2.path)).start()
-    yield engine
-    engine.shutdown()
 
 
 @pytest.fixture

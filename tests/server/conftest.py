@@ -12,21 +12,8 @@ from mlxctl.server.settings import ServeSettings
 
 
 @pytest.fixture(scope="session")
-def smollm2(model_home):
-    from mlxctl.models.resolve import resolve_model
-    from mlxctl.models.store import ModelStore
-
-    return resolve_model(None, store=ModelStore(model_home))
-
-
-@pytest.fixture(scope="session")
-def engine(smollm2):
-    from mlxctl.engine.engine import Engine
-    from mlxctl.models.loader import load_model
-
-    eng = Engine(lambda: load_model(smollm2.path)).start()
-    yield eng
-    eng.shutdown()
+def engine(smollm2_engine):
+    return smollm2_engine
 
 
 @pytest.fixture

@@ -9,7 +9,15 @@ from mlxctl.server.app import init_app
 from mlxctl.server.lifecycle import drain
 from mlxctl.server.runner import BackgroundServer
 from mlxctl.server.settings import ServeSettings
-from tests.server.infra import MODEL, chat_body, idle, long_stream_body, require_chat, sse_data, wait_until
+from tests.server.infra import (
+    MODEL,
+    chat_body,
+    idle,
+    long_stream_body,
+    require_chat,
+    sse_data,
+    wait_until,
+)
 
 
 @pytest.fixture

@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 schemathesis = pytest.importorskip("schemathesis")
-from hypothesis import HealthCheck, settings  # noqa: E402
-from schemathesis.checks import not_a_server_error  # noqa: E402
+from hypothesis import HealthCheck, settings
+from schemathesis.checks import not_a_server_error
 
 CHEAP = r"^/(tokenize|detokenize|health|v1/models|v1/status|openapi\.json)$"
 

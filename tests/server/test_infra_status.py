@@ -54,3 +54,16 @@ def test_disconnect_storm_leaves_the_engine_idle(serve, engine):
     assert wait_until(lambda: idle(url), timeout=20), httpx.get(f"{url}/v1/status").json()
     assert len(engine.batch) == 0
     assert wait_until(lambda: httpx.get(f"{url}/v1/status").json()["http"]["generations"] == 0, timeout=5)
+
+
+def test_a_plain_request_whose_client_leaves_is_aborted(base_url, engine):
+    require_chat(base_url)
+    body = {**long_stream_body(), "stream": False}
+    try:
+        httpx.post(f"{base_url}/v1/chat/completions", json=body, timeout=1.5)
+    except httpx.ReadTimeout:
+        pass
+    else:
+        raise AssertionError("2000 tokens in 1.5 s: the test needs a longer reply")
+    assert wait_until(lambda: idle(base_url), timeout=10), httpx.get(f"{base_url}/v1/status").json()
+    assert len(engine.batch) == 0

@@ -73,3 +73,19 @@ def test_while_loading_health_is_503_and_model_endpoints_wait(loading_url):
     status = httpx.get(f"{loading_url}/v1/status").json()
     assert status["loaded"] is False and status["engine"]["running"] == []
     assert httpx.get(f"{loading_url}/metrics").status_code == 200
+
+
+def test_api_key_sources(tmp_path):
+    from mlxctl.cli.serve import read_api_key
+    from mlxctl.errors import BadInputError
+
+    key_file = tmp_path / "key"
+    key_file.write_text("from-file\n")
+    assert read_api_key("from-env", None) == "from-env"
+    assert read_api_key("from-env", key_file) == "from-file"  # the file beats MLXCTL_API_KEY
+    assert read_api_key(None, None) is None
+    with pytest.raises(BadInputError):
+        read_api_key("flag", key_file, key_from_flag=True)
+    (tmp_path / "empty").write_text("\n")
+    with pytest.raises(BadInputError):
+        read_api_key(None, tmp_path / "empty")

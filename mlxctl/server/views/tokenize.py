@@ -62,7 +62,7 @@ def render_messages(tokenizer: Any, messages: list[dict[str, Any]]) -> list[int]
         return render_chat(tokenizer, messages)
     except MlxctlError:
         raise
-    except Exception as exc:  # noqa: BLE001 (the template is the model's code: any failure is the input's)
+    except Exception as exc:
         raise ApiError(400, f"invalid field 'messages': the chat template rejected them: {exc}",
                        param="messages") from exc
 
