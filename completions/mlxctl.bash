@@ -2,7 +2,7 @@
 
 _mlxctl_commands() {
     case "$1" in
-        mlxctl) echo 'run serve chat embed transcribe speak bench-serve top model' ;;
+        mlxctl) echo 'run serve bench-serve chat embed transcribe speak top model' ;;
         'mlxctl model') echo 'inspect acquire convert qualify list rm' ;;
     esac
 }
@@ -10,13 +10,13 @@ _mlxctl_commands() {
 _mlxctl_options() {
     case "$1" in
         mlxctl) echo '--debug --version --help' ;;
-        'mlxctl run') echo '--model -m --system -s --raw --max-tokens -n --temperature -t --top-p --top-k --min-p --repetition-penalty --presence-penalty --frequency-penalty --seed --stop --ignore-eos --logprobs --dtype --json --verbose -v --help' ;;
-        'mlxctl serve') echo '--model -m --host --port -p --served-model-name --dtype --max-num-seqs --prefill-chunk --max-waiting --stream-interval --api-key --api-key-file --auth-health --no-auth-health --cors-origin --rate-limit --max-body-mb --request-timeout --drain-grace --log-format --help' ;;
+        'mlxctl run') echo '--model -m --system -s --raw --max-tokens -n --temperature -t --top-p --top-k --min-p --repetition-penalty --presence-penalty --frequency-penalty --seed --stop --ignore-eos --logprobs --dtype --load-format --json --verbose -v --help' ;;
+        'mlxctl serve') echo '--model -m --host --port -p --served-model-name --dtype --load-format --max-num-seqs --prefill-chunk --max-waiting --stream-interval --api-key --api-key-file --auth-health --no-auth-health --cors-origin --rate-limit --max-body-mb --request-timeout --drain-grace --log-format --help' ;;
+        'mlxctl bench-serve') echo '--url --endpoint --model -m --api-key --prompt-tokens --output-tokens --concurrency -c --request-rate --num-requests -n --warmup --repeats --slo --ignore-eos --no-ignore-eos --timeout --seed --workload --json --csv --help' ;;
         'mlxctl chat') echo '--model -m --help' ;;
         'mlxctl embed') echo '--model -m --json --help' ;;
         'mlxctl transcribe') echo '--model -m --json --help' ;;
         'mlxctl speak') echo '--model -m --output -o --help' ;;
-        'mlxctl bench-serve') echo '--url --model -m --concurrency -c --requests -n --json --help' ;;
         'mlxctl top') echo '--url --help' ;;
         'mlxctl model') echo --help ;;
         'mlxctl model inspect') echo '--json --help' ;;
@@ -30,13 +30,13 @@ _mlxctl_options() {
 
 _mlxctl_value_options() {
     case "$1" in
-        'mlxctl run') echo '--model -m --system -s --max-tokens -n --temperature -t --top-p --top-k --min-p --repetition-penalty --presence-penalty --frequency-penalty --seed --stop --logprobs --dtype' ;;
-        'mlxctl serve') echo '--model -m --host --port -p --served-model-name --dtype --max-num-seqs --prefill-chunk --max-waiting --stream-interval --api-key --api-key-file --cors-origin --rate-limit --max-body-mb --request-timeout --drain-grace --log-format' ;;
+        'mlxctl run') echo '--model -m --system -s --max-tokens -n --temperature -t --top-p --top-k --min-p --repetition-penalty --presence-penalty --frequency-penalty --seed --stop --logprobs --dtype --load-format' ;;
+        'mlxctl serve') echo '--model -m --host --port -p --served-model-name --dtype --load-format --max-num-seqs --prefill-chunk --max-waiting --stream-interval --api-key --api-key-file --cors-origin --rate-limit --max-body-mb --request-timeout --drain-grace --log-format' ;;
+        'mlxctl bench-serve') echo '--url --endpoint --model -m --api-key --prompt-tokens --output-tokens --concurrency -c --request-rate --num-requests -n --warmup --repeats --slo --timeout --seed --workload --csv' ;;
         'mlxctl chat') echo '--model -m' ;;
         'mlxctl embed') echo '--model -m' ;;
         'mlxctl transcribe') echo '--model -m' ;;
         'mlxctl speak') echo '--model -m --output -o' ;;
-        'mlxctl bench-serve') echo '--url --model -m --concurrency -c --requests -n' ;;
         'mlxctl top') echo --url ;;
         'mlxctl model acquire') echo --revision ;;
         'mlxctl model convert') echo '--bits --output -o' ;;

@@ -20,6 +20,7 @@ class ExitStatus(enum.IntEnum):
     BAD_INPUT = 4  # input we cannot accept: empty prompt, prompt over the context, bad value
     NOT_IMPLEMENTED = 5  # a verb that exists in the tree but is not built yet
     UNAVAILABLE = 6  # a resource we need is unreachable (offline, server down)
+    CHECK_FAILED = 7  # bench-serve: a workload case failed its checks (the report is still printed)
     INTERRUPTED = 130  # Ctrl-C
 
 
@@ -64,6 +65,13 @@ class UnavailableError(MlxctlError):
 
     exit_status = ExitStatus.UNAVAILABLE
     http_status = 503
+
+
+class CheckFailedError(MlxctlError):
+    """Replies that broke a workload's contract (bench-serve), so CI can gate on them."""
+
+    exit_status = ExitStatus.CHECK_FAILED
+    http_status = 500
 
 
 class NotImplementedYetError(MlxctlError):

@@ -27,47 +27,43 @@ LOAD_FORMATS = ("auto", "dummy")
 
 def open_engine(model_ref: str | None, *, dtype: str = "auto", progress: Progress | None = None,
                 config: EngineConfig = EngineConfig(), load_format: str = "auto") -> Engine:
-    """Resolve ``model_ref`` (fetching/importing on first use) and start an engine on it.
+    """Resolve ``model_ref`` (fetching/importing on first use) and start an engine on it."""
+    return lazy_engine(model_ref, dtype=dtype, progress=progress, config=config, load_format=load_format).start()
+
+
+def lazy_engine(model_ref: str | None, *, dtype: str = "auto", progress: Progress | None = None,
+                config: EngineConfig = EngineConfig(), load_format: str = "auto") -> Engine:
+    """An engine not started yet: ``start()`` resolves ``model_ref`` and loads it on the engine
+    thread (`serve` listens meanwhile, answering 503 until the model is ready)."""
+    return Engine(model_loader(model_ref, dtype, progress, load_format), config)
+
+
+def model_loader(model_ref: str | None, dtype: str, progress: Progress | None, load_format: str = "auto"):
+    """The function the engine thread calls to resolve and load the model.
 
     ``load_format="dummy"``: ``model_ref`` is an architecture preset or a config.json, built
-    with random weights (for speed work; see models/dummy.py)."""
-    return Engine(model_loader(model_ref, dtype, progress, load_format), config).start()
-
-
-def model_loader(model_ref: str | None, dtype: str, progress: Progress | None, load_format: str):
-    """A function the engine thread calls to load the model (resolution happens now)."""
-    from mlxctl.models.resolve import resolve_model
-
+    with random weights and the default model's tokenizer (for speed work; models/dummy.py)."""
     if load_format not in LOAD_FORMATS:
         raise BadInputError(f"unknown load format {load_format!r}", hint="choose auto or dummy")
-    if load_format == "dummy":
-        from mlxctl.models.dummy import load_dummy
+    load = _load_dummy if load_format == "dummy" else _load_real
+    return lambda: load(model_ref, dtype, progress)
 
-        tokenizer_dir = resolve_model(None, progress=progress).path
-        return lambda: load_dummy(model_ref, tokenizer_dir, dtype)
+
+def _load_real(model_ref, dtype, progress):
     from mlxctl.models.loader import load_model
+    from mlxctl.models.resolve import resolve_model
 
     resolved = resolve_model(model_ref, progress=progress)
     if progress:
         progress(f"loading {resolved.name}")
-    return lambda: load_model(resolved.path, dtype=dtype)
+    return load_model(resolved.path, dtype=dtype)
 
 
-def lazy_engine(model_ref: str | None, *, dtype: str = "auto", progress: Progress | None = None,
-                config: EngineConfig = EngineConfig()) -> Engine:
-    """An engine not started yet: ``start()`` resolves ``model_ref`` and loads it on the engine
-    thread (`serve` listens meanwhile, answering 503 until the model is ready)."""
+def _load_dummy(model_ref, dtype, progress):
+    from mlxctl.models.dummy import load_dummy
+    from mlxctl.models.resolve import resolve_model
 
-    def load():
-        from mlxctl.models.loader import load_model
-        from mlxctl.models.resolve import resolve_model
-
-        resolved = resolve_model(model_ref, progress=progress)
-        if progress:
-            progress(f"loading {resolved.name}")
-        return load_model(resolved.path, dtype=dtype)
-
-    return Engine(load, config)
+    return load_dummy(model_ref, resolve_model(None, progress=progress).path, dtype)
 
 
 def prompt_tokens(engine: Engine, spec: PromptSpec) -> list[int]:

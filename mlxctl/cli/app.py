@@ -13,6 +13,7 @@ import typer
 
 from mlxctl import __version__
 from mlxctl.cli import model, stubs
+from mlxctl.cli.bench_serve import bench_serve
 from mlxctl.cli.context import output_for, state_of
 from mlxctl.cli.entry import invoke
 from mlxctl.cli.run import run
@@ -53,6 +54,7 @@ app.callback()(root)
 app.add_typer(model.app, name="model")
 app.command()(run)
 app.command()(serve)
+app.command("bench-serve")(bench_serve)
 for _name, _command in stubs.COMMANDS.items():
     app.command(_name)(_command)
 

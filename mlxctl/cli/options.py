@@ -27,3 +27,13 @@ UrlOpt = Annotated[str, typer.Option("--url", metavar="URL", help="Base URL of a
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8080
 DEFAULT_URL = f"http://{DEFAULT_HOST}:{DEFAULT_PORT}"
+
+LoadFormatOpt = Annotated[
+    str,
+    typer.Option(
+        "--load-format",
+        metavar="FORMAT",
+        help="auto: real weights; dummy: random weights for an architecture preset "
+        "(llama-3.2-1b, smollm2-135m, qwen3-moe-small) or a config.json given as --model.",
+    ),
+]

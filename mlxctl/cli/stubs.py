@@ -24,12 +24,6 @@ TextArgs = Annotated[
 AudioArg = Annotated[
     Path, typer.Argument(metavar="AUDIO", help="Audio file to transcribe.", show_default=False)
 ]
-ConcurrencyOpt = Annotated[
-    int, typer.Option("--concurrency", "-c", metavar="N", help="Requests in flight at once.")
-]
-RequestsOpt = Annotated[
-    int, typer.Option("--requests", "-n", metavar="N", help="Requests to send in all.")
-]
 
 
 def not_built(name: str) -> NotImplementedYetError:
@@ -57,20 +51,6 @@ def speak(text: TextArgs = None, model: ModelOpt = None, output: OutputPathOpt =
     raise not_built("speak")
 
 
-def bench_serve(
-    url: UrlOpt = DEFAULT_URL,
-    model: ModelOpt = None,
-    concurrency: ConcurrencyOpt = 1,
-    requests: RequestsOpt = 16,
-    json: JsonOpt = False,
-) -> None:
-    """Load-test a running server.
-
-    Reports throughput, time to first token and inter-token latency.
-    """
-    raise not_built("bench-serve")
-
-
 def top(url: UrlOpt = DEFAULT_URL) -> None:
     """Watch a running server live.
 
@@ -84,6 +64,5 @@ COMMANDS = {
     "embed": embed,
     "transcribe": transcribe,
     "speak": speak,
-    "bench-serve": bench_serve,
     "top": top,
 }

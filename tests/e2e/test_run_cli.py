@@ -93,3 +93,14 @@ def test_ctrl_c_stops_cleanly(model_home, smollm2):
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130
     assert "Traceback" not in err
+
+
+def test_dummy_weights_run_a_preset_with_the_real_tokenizer(cli):
+    r = cli("run", "--load-format", "dummy", "-m", "smollm2-135m", "--ignore-eos", "-n", "4", "--json", "hi")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["model"] == "dummy-smollm2-135m" and doc["usage"]["completion_tokens"] == 4
+
+
+def test_dummy_weights_reject_an_unknown_preset(cli):
+    one_line_error(cli("run", "--load-format", "dummy", "-m", "no-such-preset", "hi"), 4, "no-such-preset")
