@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
-"""Engine vs mlx-lm, in one process, on the same loaded model.
+"""The engine against mlx-lm, in one process, on the same loaded model.
 
-  python scripts/bench_engine.py [--model REF] [--dtype auto] [--max-tokens 128] [--reps 3]
+  python scripts/bench_engine.py [--model REF] [--load-format auto|dummy] [--dtype auto]
+         [--prompt-tokens N] [--max-tokens 128] [--concurrency 8,64] [--reps 3] [--json]
 
-1. Single stream: mlx-lm's `stream_generate` vs `Engine.submit` (greedy), runs interleaved
-   A B A B; reports decode tok/s (first token to last) and the ratio engine / mlx-lm.
-2. Eight concurrent requests: mlx-lm's `batch_generate` (its BatchGenerator) vs the engine with
-   8 submissions at once; reports generated tok/s over wall time and the ratio.
-Greedy outputs of the two single-stream runs are compared token by token.
+Single stream (greedy, fixed length): mlx-lm's bare `generate_step` loop and `stream_generate`
+against `Engine.submit`, interleaved A B C A B C; decode tok/s is measured from the first
+token to the last. Concurrency C: mlx-lm's `BatchGenerator` (C prompts inserted at once)
+against C simultaneous engine submissions; tok/s is all generated tokens over wall time,
+prefill included. Every shape is run once before it is measured (first runs compile kernels).
 """
 
 from __future__ import annotations
@@ -15,120 +16,157 @@ from __future__ import annotations
 import argparse
 import json
 import platform
+import random
 import statistics
 import sys
 import time
 
 PROMPT = "Write a long story about a dragon who learns to cook. Describe every dish in detail."
-BATCH_PROMPTS = [
-    "Write a long story about a dragon who learns to cook.",
-    "Explain how a bicycle works, part by part, in detail.",
-    "List fifty animals and one fact about each.",
-    "Describe the history of the printing press at length.",
-    "Write a detailed recipe for bread and explain each step.",
-    "Tell me about the planets of the solar system, one by one.",
-    "Write a long poem about the sea.",
-    "Explain photosynthesis to a ten year old, with many examples.",
-]
 
 
 def parse() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", default=None, help="model reference (default: the catalog default)")
+    p.add_argument("--model", default=None, help="model reference, or a preset with --load-format dummy")
+    p.add_argument("--load-format", default="auto", choices=("auto", "dummy"))
     p.add_argument("--dtype", default="auto")
+    p.add_argument("--prompt-tokens", type=int, default=0, help="random prompt of N tokens (0: a chat prompt)")
     p.add_argument("--max-tokens", type=int, default=128)
+    p.add_argument("--concurrency", default="8", help="comma-separated batch sizes")
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     return p.parse_args()
 
 
-def mlx_lm_single(loaded, prompt_ids, n):
+def prompts(loaded, n_tokens: int, count: int) -> list[list[int]]:
+    from mlxctl.api.prompt import chat_messages, render_chat
+
+    if n_tokens == 0:
+        base = render_chat(loaded.tokenizer, chat_messages(PROMPT))
+        return [base[:-1] + [base[-1]] for _ in range(count)]
+    rng = random.Random(0)
+    return [[rng.randrange(100, 40000) for _ in range(n_tokens)] for _ in range(count)]
+
+
+def bare_generate_step(loaded, prompt, n):
+    import mlx.core as mx
+    from mlx_lm.generate import generate_step
+
+    toks, t_first = [], None
+    for tok, _ in generate_step(mx.array(prompt), loaded.model, max_tokens=n):
+        toks.append(int(tok))
+        t_first = t_first or time.perf_counter()
+    return toks, (n - 1) / (time.perf_counter() - t_first)
+
+
+def stream_generate_tps(loaded, prompt, n):
     from mlx_lm import stream_generate
-    from mlx_lm.sample_utils import make_sampler
 
-    toks, last = [], None
-    for r in stream_generate(loaded.model, loaded.tokenizer, prompt_ids, max_tokens=n, sampler=make_sampler(0.0)):
-        toks.append(r.token)
-        last = r
-    return toks, last.generation_tps
+    last = None
+    for last in stream_generate(loaded.model, loaded.tokenizer, prompt, max_tokens=n):
+        pass
+    return None, last.generation_tps
 
 
-def engine_single(engine, prompt_ids, n):
+def engine_single(engine, prompt, n):
     from mlxctl.engine.sampling import SamplingParams
 
-    got = engine.submit(prompt_ids, SamplingParams(temperature=0.0, max_tokens=n)).collect()
+    got = engine.submit(prompt, SamplingParams(temperature=0.0, max_tokens=n, ignore_eos=True)).collect()
     return list(got.token_ids), got.timings.decode_tps
 
 
-def mlx_lm_batch(loaded, prompts, n):
-    from mlx_lm import batch_generate
+def mlx_lm_batch(loaded, batch, n):
+    from mlx_lm.generate import BatchGenerator
 
     t0 = time.perf_counter()
-    res = batch_generate(loaded.model, loaded.tokenizer, prompts, max_tokens=n, return_token_ids=True)
-    dt = time.perf_counter() - t0
-    return sum(len(t) for t in res.token_ids) / dt
+    gen = BatchGenerator(loaded.model, completion_batch_size=max(32, len(batch)), prefill_batch_size=min(8, len(batch)))
+    gen.insert(batch, [n] * len(batch))
+    total = 0
+    while responses := gen.next_generated():
+        total += sum(1 for r in responses if r.finish_reason != "stop")
+    gen.close()
+    return total / (time.perf_counter() - t0)
 
 
-def engine_batch(engine, prompts, n):
+def engine_batch(engine, batch, n):
     from mlxctl.engine.sampling import SamplingParams
 
     t0 = time.perf_counter()
-    streams = [engine.submit(p, SamplingParams(temperature=0.0, max_tokens=n)) for p in prompts]
+    streams = [engine.submit(p, SamplingParams(temperature=0.0, max_tokens=n, ignore_eos=True)) for p in batch]
     total = sum(s.collect().usage.completion_tokens for s in streams)
     return total / (time.perf_counter() - t0)
 
 
+def run_single(loaded, engine, prompt, args) -> dict:
+    n = args.max_tokens
+    for fn, target in ((bare_generate_step, loaded), (stream_generate_tps, loaded), (engine_single, engine)):
+        fn(target, prompt, n)  # warm-up at the measured shape
+    runs = {"generate_step": [], "stream_generate": [], "engine": []}
+    same = True
+    for _ in range(args.reps):
+        ref, a = bare_generate_step(loaded, prompt, n)
+        _, b = stream_generate_tps(loaded, prompt, n)
+        got, c = engine_single(engine, prompt, n)
+        runs["generate_step"].append(a), runs["stream_generate"].append(b), runs["engine"].append(c)
+        same &= ref == got
+    return summarise(runs, same)
+
+
+def run_batch(loaded, engine, batch, args) -> dict:
+    mlx_lm_batch(loaded, batch, args.max_tokens), engine_batch(engine, batch, args.max_tokens)
+    runs = {"batch_generator": [], "engine": []}
+    for _ in range(args.reps):
+        runs["batch_generator"].append(mlx_lm_batch(loaded, batch, args.max_tokens))
+        runs["engine"].append(engine_batch(engine, batch, args.max_tokens))
+    return summarise(runs, None)
+
+
+def summarise(runs: dict, same) -> dict:
+    med = {k: statistics.median(v) for k, v in runs.items()}
+    out = {"median_tps": med, "runs": runs, "engine_ratio_vs": {k: med["engine"] / v for k, v in med.items() if k != "engine"}}
+    if same is not None:
+        out["greedy_tokens_identical"] = same
+    return out
+
+
 def main() -> int:
     args = parse()
-    from mlxctl.api.prompt import chat_messages, render_chat
-    from mlxctl.engine.engine import Engine
-    from mlxctl.models.loader import load_model
-    from mlxctl.models.resolve import resolve_model
+    from mlxctl.engine.engine import Engine, EngineConfig
+    from mlxctl.engine.scheduler import SchedulerConfig
+    from mlxctl.generation import model_loader
 
-    resolved = resolve_model(args.model, progress=lambda m: print(m, file=sys.stderr))
-    loaded = load_model(resolved.path, dtype=args.dtype)
-    engine = Engine(lambda: loaded).start()
-    prompt = render_chat(loaded.tokenizer, chat_messages(PROMPT))
-    batch = [render_chat(loaded.tokenizer, chat_messages(p)) for p in BATCH_PROMPTS]
-    n = args.max_tokens
-    mlx_lm_single(loaded, prompt, 8), engine_single(engine, prompt, 8)  # warm-up
-    single_ref, single_eng, same = [], [], True
-    for _ in range(args.reps):
-        a_toks, a = mlx_lm_single(loaded, prompt, n)
-        b_toks, b = engine_single(engine, prompt, n)
-        single_ref.append(a), single_eng.append(b)
-        same &= a_toks[: len(b_toks)] == b_toks[: len(a_toks)]
-    batch_ref, batch_eng = [], []
-    for _ in range(args.reps):
-        batch_ref.append(mlx_lm_batch(loaded, batch, n))
-        batch_eng.append(engine_batch(engine, batch, n))
+    sizes = [int(c) for c in args.concurrency.split(",") if c]
+    loaded = model_loader(args.model, args.dtype, lambda m: print(m, file=sys.stderr), args.load_format)()
+    config = EngineConfig(SchedulerConfig(max_num_seqs=max([16, *sizes]), max_prefilling=8))
+    engine = Engine(lambda: loaded, config).start()
+    result = provenance(args, loaded)
+    result["single"] = run_single(loaded, engine, prompts(loaded, args.prompt_tokens, 1)[0], args)
+    for c in sizes:
+        result[f"concurrency_{c}"] = run_batch(loaded, engine, prompts(loaded, args.prompt_tokens, c), args)
     engine.shutdown()
-    result = report(args, resolved.name, single_ref, single_eng, batch_ref, batch_eng, same)
     print(json.dumps(result, indent=2) if args.json else human(result))
     return 0
 
 
-def report(args, name, sr, se, br, be, same) -> dict:
+def provenance(args, loaded) -> dict:
     import mlx.core as mx
+    import mlx_lm
 
-    med = statistics.median
-    return {
-        "model": name, "dtype": args.dtype, "max_tokens": args.max_tokens, "reps": args.reps,
-        "device": str(mx.default_device()), "mlx": mx.__version__, "machine": platform.machine(),
-        "single_mlx_lm_tps": med(sr), "single_engine_tps": med(se), "single_ratio": med(se) / med(sr),
-        "single_runs": {"mlx_lm": sr, "engine": se}, "single_greedy_identical": same,
-        "batch8_mlx_lm_tps": med(br), "batch8_engine_tps": med(be), "batch8_ratio": med(be) / med(br),
-        "batch8_runs": {"mlx_lm": br, "engine": be},
-    }
+    return {"model": loaded.name, "dtype": args.dtype, "prompt_tokens": args.prompt_tokens,
+            "max_tokens": args.max_tokens, "reps": args.reps, "device": str(mx.default_device()),
+            "mlx": mx.__version__, "mlx_lm": mlx_lm.__version__, "machine": platform.machine(),
+            "command": " ".join(sys.argv)}
 
 
 def human(r: dict) -> str:
-    return "\n".join([
-        f"model {r['model']} ({r['dtype']}) on {r['device']}, mlx {r['mlx']}, {r['max_tokens']} new tokens, median of {r['reps']}",
-        f"single stream decode: mlx-lm stream_generate {r['single_mlx_lm_tps']:.1f} tok/s, engine {r['single_engine_tps']:.1f} tok/s, ratio {r['single_ratio']:.3f}",
-        f"greedy tokens identical: {r['single_greedy_identical']}",
-        f"8 concurrent: mlx-lm batch_generate {r['batch8_mlx_lm_tps']:.1f} tok/s, engine {r['batch8_engine_tps']:.1f} tok/s, ratio {r['batch8_ratio']:.3f}",
-    ])
+    lines = [f"model {r['model']} ({r['dtype']}) on {r['device']}, mlx {r['mlx']}, mlx-lm {r['mlx_lm']}, "
+             f"{r['max_tokens']} new tokens, median of {r['reps']}"]
+    for key, res in r.items():
+        if isinstance(res, dict) and "median_tps" in res:
+            figures = ", ".join(f"{k} {v:.1f}" for k, v in res["median_tps"].items())
+            ratios = ", ".join(f"vs {k} {v:.3f}" for k, v in res["engine_ratio_vs"].items())
+            extra = f", greedy identical: {res['greedy_tokens_identical']}" if "greedy_tokens_identical" in res else ""
+            lines.append(f"{key}: tok/s {figures} | engine ratio {ratios}{extra}")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":
