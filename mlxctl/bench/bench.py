@@ -137,7 +137,7 @@ async def _connect(http: httpx.AsyncClient, config: BenchConfig, index: int, url
         raise UnavailableError(f"cannot reach {url}: {_reason(exc)}", hint="is the server running? start one with: mlxctl serve") from None
     if status in (401, 403):
         raise BadInputError(f"{url} refused the request ({status})", hint="pass its key with --api-key")
-    model = config.model or _first_model(models)
+    model = config.model_for(index) or _first_model(models)
     if model is None:
         raise BadInputError(f"{url}/v1/models gave no model id (HTTP {status})", hint="name the model with --model")
     return ServerInfo(_label(index), url, model, models, header)

@@ -18,7 +18,7 @@ class BenchConfig:
 
     urls: tuple[str, ...]
     endpoint: str = "chat"
-    model: str | None = None
+    models: tuple[str, ...] = ()  # one for every URL, or one per URL; empty: ask each server
     api_key: str | None = None
     prompt_tokens: tuple[int, ...] = (128,)
     output_tokens: tuple[int, ...] = (128,)
@@ -39,6 +39,8 @@ class BenchConfig:
             raise BadInputError(f"bad --endpoint {self.endpoint!r}", hint="use chat or completions")
         if not self.urls:
             raise BadInputError("no --url given")
+        if len(self.models) > 1 and len(self.models) != len(self.urls):
+            raise BadInputError(f"{len(self.models)} --model names for {len(self.urls)} --url", hint="give one --model for all, or one per --url in the same order")
         _at_least("--repeats", self.repeats, 1)
         _at_least("--timeout", self.timeout, 0.001)
         for name, values in (("--prompt-tokens", self.prompt_tokens), ("--output-tokens", self.output_tokens), ("--concurrency", self.concurrency)):
@@ -46,6 +48,12 @@ class BenchConfig:
                 _at_least(name, value, 1)
         for rate in self.request_rates:
             _at_least("--request-rate", rate, 1e-9)
+
+    def model_for(self, url_index: int) -> str | None:
+        """The --model for the URL at ``url_index`` (None: the first id the server lists)."""
+        if not self.models:
+            return None
+        return self.models[url_index if len(self.models) > 1 else 0]
 
     @property
     def rate_mode(self) -> bool:

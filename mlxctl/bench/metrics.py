@@ -18,6 +18,7 @@ def run_metrics(results: list[RequestResult], duration: float, slo: Slo) -> dict
         "completed": len(done),
         "failed": len(results) - len(done),
         "failures": failures_by_kind(results),
+        "failure_examples": failure_examples(results),
         "duration_s": duration,
         **throughputs(done, duration),
         **latencies(done),
@@ -31,6 +32,17 @@ def failures_by_kind(results: list[RequestResult]) -> dict[str, int]:
     kinds = Counter(r.error_kind for r in results if not r.ok)
     kinds["contract"] = sum(1 for r in results if r.ok and r.check_failures)
     return {kind: count for kind, count in sorted(kinds.items()) if count}
+
+
+def failure_examples(results: list[RequestResult]) -> dict[str, str]:
+    """The first message of each kind of failure, so a report says why and not only how often."""
+    examples: dict[str, str] = {}
+    for r in results:
+        if not r.ok:
+            examples.setdefault(r.error_kind or "error", r.error or "")
+        elif r.check_failures:
+            examples.setdefault("contract", f"{r.name}: {'; '.join(r.check_failures)}")
+    return examples
 
 
 def throughputs(done: list[RequestResult], duration: float) -> dict[str, float | None]:

@@ -70,14 +70,21 @@ def _cases_table(report: Report, color: bool) -> Table:
 def _notes(report: Report) -> list[str]:
     notes = [f"{s.label} refused {', '.join(s.refused_fields)}: sent without; outputs were not fixed-length"
              for s in report.servers if s.refused_fields]
-    failures = {f"{run.label} {kind}": 0 for run in report.runs for kind in run.metrics["failures"]}
-    for run in report.runs:
-        for kind, count in run.metrics["failures"].items():
-            failures[f"{run.label} {kind}"] += count
-    notes += [f"failures: {key}: {count}" for key, count in failures.items()]
+    notes += _failure_notes(report)
     if report.cases:
         notes.append(f"checks: {len(report.cases) - len(report.failed_cases)}/{len(report.cases)} cases passed")
     return notes
+
+
+def _failure_notes(report: Report) -> list[str]:
+    """Failures per server and kind over every run, with the first message of each."""
+    counts: dict[tuple[str, str], int] = {}
+    examples: dict[tuple[str, str], str] = {}
+    for run in report.runs:
+        for kind, count in run.metrics["failures"].items():
+            counts[run.label, kind] = counts.get((run.label, kind), 0) + count
+            examples.setdefault((run.label, kind), run.metrics["failure_examples"].get(kind, ""))
+    return [f"failures: {label} {kind}: {count} (first: {examples[label, kind][:100]})" for (label, kind), count in counts.items()]
 
 
 def _ms(seconds: float | None) -> str:

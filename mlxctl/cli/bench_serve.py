@@ -20,7 +20,7 @@ def bench_serve(
     ctx: typer.Context,
     url: Annotated[Optional[list[str]], typer.Option("--url", metavar="URL", help=f"Base URL of a server (repeat to compare servers, interleaved; ratios are against the first) [default: {DEFAULT_URL}].", show_default=False)] = None,
     endpoint: Annotated[str, typer.Option("--endpoint", metavar="chat|completions", help="Which API to call.")] = "chat",
-    model: Annotated[Optional[str], typer.Option("--model", "-m", metavar="NAME", help="Model name to request (default: the first id in each server's /v1/models).", show_default=False)] = None,
+    model: Annotated[Optional[list[str]], typer.Option("--model", "-m", metavar="NAME", help="Model name to request; repeat to give one per --url (default: the first id in each server's /v1/models).", show_default=False)] = None,
     api_key: Annotated[Optional[str], typer.Option("--api-key", metavar="KEY", help="Bearer token sent to every server.", show_default=False)] = None,
     prompt_tokens: Annotated[Optional[list[str]], typer.Option("--prompt-tokens", metavar="N[,N...]", help="Synthetic prompt lengths in tokens (about; the server's count is reported) [default: 128].", show_default=False)] = None,
     output_tokens: Annotated[Optional[list[str]], typer.Option("--output-tokens", metavar="N[,N...]", help="Output lengths in tokens (max_tokens) [default: 128].", show_default=False)] = None,
@@ -63,7 +63,7 @@ def _config(url, endpoint, model, api_key, prompt_tokens, output_tokens, concurr
     rates = parse_list("--request-rate", request_rate, float)
     slots = parse_list("--concurrency", concurrency, int)
     return BenchConfig(
-        urls=tuple(parse_url(u) for u in (url or [DEFAULT_URL])), endpoint=endpoint, model=model, api_key=api_key,
+        urls=tuple(parse_url(u) for u in (url or [DEFAULT_URL])), endpoint=endpoint, models=tuple(model or ()), api_key=api_key,
         prompt_tokens=parse_list("--prompt-tokens", prompt_tokens, int, (128,)),
         output_tokens=parse_list("--output-tokens", output_tokens, int, (128,)),
         concurrency=slots or (1,), request_rates=rates,

@@ -20,7 +20,7 @@ ModelOpt = Annotated[Optional[str], typer.Option("--model", "-m", metavar="MODEL
 NameOpt = Annotated[Optional[str], typer.Option("--served-model-name", metavar="NAME", show_default=False, help="The model id clients use (default: the model reference).")]
 DtypeOpt = Annotated[str, typer.Option("--dtype", metavar="DTYPE", help="Weights dtype: auto, native, float32, float16, bfloat16.")]
 SeqsOpt = Annotated[int, typer.Option("--max-num-seqs", metavar="N", min=1, help="Requests prefilling or decoding at once.")]
-ChunkOpt = Annotated[int, typer.Option("--prefill-chunk", metavar="N", min=1, help="Prompt tokens processed per engine step.")]
+ChunkOpt = Annotated[int, typer.Option("--prefill-chunk", metavar="N", min=0, help="Prompt tokens processed per engine step; 0: 512 on CPU, 2048 on GPU.")]
 WaitingOpt = Annotated[int, typer.Option("--max-waiting", metavar="N", min=0, help="Queued requests before new ones get 503.")]
 IntervalOpt = Annotated[int, typer.Option("--stream-interval", metavar="N", min=1, help="Tokens per streamed chunk.")]
 KeyOpt = Annotated[Optional[str], typer.Option("--api-key", metavar="KEY", envvar="MLXCTL_API_KEY", show_default=False, help="Require this key (Authorization: Bearer or x-api-key).")]
@@ -43,7 +43,7 @@ def serve(
     dtype: DtypeOpt = "auto",
     load_format: LoadFormatOpt = "auto",
     max_num_seqs: SeqsOpt = 16,
-    prefill_chunk: ChunkOpt = 512,
+    prefill_chunk: ChunkOpt = 0,
     max_waiting: WaitingOpt = 256,
     stream_interval: IntervalOpt = 1,
     api_key: KeyOpt = None,

@@ -26,23 +26,29 @@ class DecodeBatch:
     def __len__(self) -> int:
         return len(self.requests)
 
-    def join(self, req: Request, cache: list[Any], token: mx.array, sample: Any) -> None:
-        """Add a request whose prompt is done, with its first sampled (lazy) token."""
-        if not self.requests:
-            self.caches, self.tokens = cache, token.reshape(1)
-        else:
-            self.caches = self._merged(cache)
-            self.tokens = mx.concatenate([self.tokens, token.reshape(1)])
-        self.requests.append(req)
-        self.samples.append(sample)
+    def join(self, reqs: list[Request], cache: list[Any], tokens: mx.array, samples: list[Any],
+             batched: bool = False) -> None:
+        """Add requests whose prompts are done, with their first sampled (lazy) tokens.
 
-    def _merged(self, cache: list[Any]) -> list[Any]:
-        if not self._batched:
+        ``cache`` is one request's plain per-layer cache, or (``batched``) a group's batched one."""
+        if not self.requests:
+            self.caches, self.tokens, self._batched = cache, tokens.reshape(-1), batched
+        else:
+            self.caches = self._merged(cache, batched)
+            self.tokens = mx.concatenate([self.tokens, tokens.reshape(-1)])
+        self.requests.extend(reqs)
+        self.samples.extend(samples)
+
+    def _merged(self, cache: list[Any], batched: bool) -> list[Any]:
+        if not self._batched and not batched:
             self._batched = True
             return [type(mine).merge([mine, new]) for mine, new in zip(self.caches, cache)]
-        for mine, new in zip(self.caches, cache):
-            mine.extend(type(new).merge([new]))
-        return self.caches
+        mine = self.caches if self._batched else [type(c).merge([c]) for c in self.caches]
+        new = cache if batched else [type(c).merge([c]) for c in cache]
+        for m, n in zip(mine, new):
+            m.extend(n)
+        self._batched = True
+        return mine
 
     def keep(self, rows: list[int]) -> None:
         """Drop every row not listed (finished or aborted requests); frees their KV."""

@@ -21,9 +21,19 @@ from mlxctl.engine.events import FinishEvent, FinishReason, TokenLogprob
 from mlxctl.engine.limits import check_prompt
 from mlxctl.engine.request import Request, RequestStatus
 from mlxctl.engine.sampling import SamplingParams
-from mlxctl.engine.scheduler import Scheduler, SchedulerConfig
+from mlxctl.engine.scheduler import Scheduler, SchedulerConfig, resolve_auto
 from mlxctl.engine.streams import RequestStream
 from mlxctl.errors import EngineError, MlxctlError
+
+
+@dataclass(frozen=True)
+class Joiner:
+    """Requests whose prompts are done, ready to join the decode batch."""
+
+    requests: list[Request]
+    cache: list[Any]  # one request's plain cache, or a group's batched cache
+    first: Any  # BatchSample: their first tokens
+    batched: bool = False
 
 
 @dataclass(frozen=True)
@@ -99,6 +109,7 @@ class Engine:
             self._ready.set()
             return
         self.vocab_size = _vocab_size(self.model)
+        self.scheduler.cfg = resolve_auto(self.scheduler.cfg)
         self._ready.set()
         self._loop()
 
@@ -162,20 +173,48 @@ class Engine:
     def step(self) -> None:
         plan = self.scheduler.schedule()
         pending = self.batch.advance(*self._decode()) if len(self.batch) else None
-        joiners = [j for req, n in plan.prefill if (j := self._prefill(req, n))]
+        joiners = self._prefill_all(plan.prefill)
         if pending:
             self.batch.keep(self._emit(*pending))
-        for req, first in joiners:
-            self.scheduler.start_running(req)
-            self.batch.join(req, req.cache, first.tokens, first.per_row[0])
-            req.cache = None
+        for joiner in joiners:
+            self._join(joiner)
         self._housekeeping()
+
+    def _join(self, joiner: Joiner) -> None:
+        for req in joiner.requests:
+            self.scheduler.start_running(req)
+            req.cache = None
+        first = joiner.first
+        self.batch.join(joiner.requests, joiner.cache, first.tokens, list(first.per_row), joiner.batched)
+
+    def _prefill_all(self, work: list[tuple[Request, int]]) -> list[Joiner]:
+        """Whole fresh prompts go through the model together; the rest chunk by chunk, alone."""
+        group = [req for req, n in work if req.num_prefilled == 0 and n == req.prompt_len]
+        if len(group) < 2 or not self.runner.can_batch_prefill(group):
+            group = []
+        solo = [j for req, n in work if req not in group and (j := self._prefill(req, n))]
+        joined = self._prefill_group(group) if group else None
+        return ([joined] if joined else []) + solo
+
+    def _prefill_group(self, reqs: list[Request]) -> Joiner | None:
+        now = time.perf_counter()
+        for req in reqs:
+            req.prefill_start = req.prefill_start or now
+        try:
+            cache, first = self.runner.prefill_group(reqs)
+        except Exception as exc:
+            for req in reqs:
+                self._finish(req, FinishReason.ERROR, exc)
+            return None
+        for req in reqs:
+            req.num_prefilled, req.first_sampled = req.prompt_len, time.perf_counter()
+        return Joiner(reqs, cache, first, batched=True)
 
     def _decode(self) -> tuple[Any, list[Any]]:
         nxt = self.runner.decode(self.batch)
         return nxt.tokens, list(nxt.per_row)
 
-    def _prefill(self, req: Request, n: int) -> tuple[Request, Any] | None:
+    def _prefill(self, req: Request, n: int) -> Joiner | None:
         if req.prefill_start is None:
             req.prefill_start = time.perf_counter()
         try:
@@ -186,7 +225,7 @@ class Engine:
         if first is None:
             return None
         req.first_sampled = time.perf_counter()
-        return req, first
+        return Joiner([req], req.cache, first)
 
     def _emit(self, reqs: list[Request], tokens: Any, samples: list[Any]) -> list[int]:
         """Turn the pending tokens into events; return the rows that go on decoding."""

@@ -20,6 +20,7 @@ from mlxctl.engine.sampling import BatchSample, arrays_to_eval, sample_batch
 class ModelRunner:
     def __init__(self, model: Any):
         self.model = model
+        self._batchable: bool | None = None
 
     def prefill(self, req: Request, n: int) -> BatchSample | None:
         """Run the next ``n`` prompt tokens; when the prompt is done, sample the first token."""
@@ -35,6 +36,32 @@ class ModelRunner:
         first = sample_batch(logits[:, -1, :], [req.sampler])
         mx.async_eval(arrays_to_eval(first))
         return first
+
+    def can_batch_prefill(self, reqs: list[Request]) -> bool:
+        """Whether the model's caches batch with left padding (mlx-lm's batched KV caches)."""
+        if self._batchable is None:
+            try:
+                merged = [type(c).merge([c]) for c in make_prompt_cache(self.model)]
+                self._batchable = all(hasattr(c, "prepare") for c in merged)
+            except Exception:  # a cache type without merge: prefill one request at a time
+                self._batchable = False
+        return self._batchable
+
+    def prefill_group(self, reqs: list[Request]) -> tuple[list[Any], BatchSample]:
+        """Whole prompts of several fresh requests in one forward pass, left-padded."""
+        longest = max(r.prompt_len for r in reqs)
+        pads = [longest - r.prompt_len for r in reqs]
+        cache = [type(c).merge([c] + [make_prompt_cache(self.model)[i] for _ in reqs[1:]])
+                 for i, c in enumerate(make_prompt_cache(self.model))]
+        for c in cache:
+            c.prepare(left_padding=pads)
+        tokens = mx.array([[0] * pad + r.prompt_tokens for pad, r in zip(pads, reqs)])
+        logits = self.model(tokens, cache=cache)
+        for c in cache:
+            c.finalize()
+        first = sample_batch(logits[:, -1, :], [r.sampler for r in reqs])
+        mx.async_eval(arrays_to_eval(first))
+        return cache, first
 
     def decode(self, batch: DecodeBatch) -> BatchSample:
         """Queue one decode step for every row; returns the (lazy) next tokens."""

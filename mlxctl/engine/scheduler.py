@@ -7,6 +7,7 @@ request gets this step), and abort (who leaves, whatever their state).
 
 from __future__ import annotations
 
+import dataclasses
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -16,8 +17,19 @@ from mlxctl.engine.request import Request, RequestStatus
 @dataclass(frozen=True)
 class SchedulerConfig:
     max_num_seqs: int = 16  # requests prefilling + decoding at once
-    prefill_chunk: int = 512  # prompt tokens processed per engine step, over all requests
+    prefill_chunk: int = 0  # prompt tokens per engine step, over all requests; 0: by backend
     max_prefilling: int = 8  # requests whose prompts are in flight at once
+
+
+def resolve_auto(cfg: SchedulerConfig) -> SchedulerConfig:
+    """Fill in settings left to the backend: a GPU prefills 2048 tokens a step in about the
+    time a CPU needs for far fewer, so the CPU gets smaller chunks (decoding stalls less)."""
+    if cfg.prefill_chunk:
+        return cfg
+    import mlx.core as mx
+
+    chunk = 512 if mx.default_device().type == mx.cpu else 2048
+    return dataclasses.replace(cfg, prefill_chunk=chunk)
 
 
 @dataclass(frozen=True)

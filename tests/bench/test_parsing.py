@@ -105,3 +105,12 @@ def test_prometheus_deltas_and_hit_rate():
     assert deltas(before, after) == {"mlxctl:prefix_cache_hits_total": 100.0,
                                      "mlxctl:prefix_cache_queries_total": 200.0, "prefix_cache_hit_rate": 0.5}
     assert deltas(None, after) is None
+
+
+def test_models_one_for_all_or_one_per_url():
+    urls = ("http://a", "http://b")
+    assert BenchConfig(urls=urls).model_for(1) is None
+    assert BenchConfig(urls=urls, models=("m",)).model_for(1) == "m"
+    assert BenchConfig(urls=urls, models=("m", "n")).model_for(1) == "n"
+    with pytest.raises(BadInputError, match="3 --model names for 2 --url"):
+        BenchConfig(urls=urls, models=("m", "n", "o"))

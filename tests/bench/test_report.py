@@ -38,6 +38,7 @@ def test_run_metrics():
     m = run_metrics(results, duration=2.0, slo=Slo(ttft=0.2))
     assert (m["requests"], m["completed"], m["failed"]) == (4, 2, 2)
     assert m["failures"] == {"http_500": 1, "timeout": 1}
+    assert m["failure_examples"] == {"http_500": "boom", "timeout": "slow"}
     assert m["request_throughput"] == 1.0
     assert m["output_throughput"] == 4.0
     assert m["total_token_throughput"] == (8 + 260) / 2
@@ -51,6 +52,7 @@ def test_contract_failures_count_and_spoil_goodput():
     bad = result(0.1, 0.01, check_failures=["missing /x/"])
     m = run_metrics([bad, result(0.1, 0.01, check_failures=[])], 1.0, Slo(e2e=10))
     assert m["failures"] == {"contract": 1}
+    assert m["failure_examples"] == {"contract": "r: missing /x/"}
     assert m["goodput"] == 1.0
 
 
@@ -114,3 +116,9 @@ def test_csv():
     assert float(rows[0]["ttft_p50"]) == pytest.approx(0.1)
     assert rows[0]["vs_first_output_throughput"] == ""
     assert float(rows[1]["vs_first_output_throughput"]) == pytest.approx(0.5)
+
+
+def test_failures_are_noted_with_their_first_message():
+    failed = run_metrics([RequestResult("r", 4).fail("http_404", "no such model: m")] * 2, 1.0, Slo())
+    report = Report({}, {}, [ServerInfo("A", "http://a", "m")], [RunRecord("A", "http://a", SHAPE, 0, failed)])
+    assert "failures: A http_404: 2 (first: no such model: m)" in render_report(report).splitlines()

@@ -214,3 +214,20 @@ def test_finish_event_names_the_stop_string(engine):
     got = engine.submit([1, 2, 3], SamplingParams(temperature=0.0, max_tokens=12, stop=("zzzz", stop_text))).collect()
     assert got.stop_string == stop_text
     assert engine.submit([1, 2, 3], GREEDY).collect().stop_string is None
+
+
+def test_fresh_prompts_submitted_together_are_prefilled_as_one_batch(engine):
+    alone = [engine.submit(p, GREEDY).collect().token_ids for p in PROMPTS[:4]]
+    calls = []
+    real = engine.runner.prefill_group
+    engine.runner.prefill_group = lambda reqs: calls.append(len(reqs)) or real(reqs)
+    try:
+        busy = engine.submit([1, 2], SamplingParams(temperature=0.0, max_tokens=300))
+        next(iter(busy))  # the engine is stepping: the next submissions queue up together
+        streams = [engine.submit(p, GREEDY) for p in PROMPTS[:4]]
+        together = [s.collect().token_ids for s in streams]
+        busy.abort()
+    finally:
+        engine.runner.prefill_group = real
+    assert together == alone
+    assert calls and max(calls) >= 2
