@@ -26,16 +26,17 @@ def main() -> int:
     import mlx.core as mx
     from mlx.utils import tree_flatten
 
-    from mlxctl.models.dummy import build_model, dummy_config
+    from mlxctl.models.dummy import build_model, dummy_config, silence_unknown_tokens
     from mlxctl.models.resolve import resolve_model
 
     _, config = dummy_config(args.preset)
     model = build_model(config)
     model.set_dtype(getattr(mx, args.dtype))
+    tokenizer = resolve_model(None).path
+    silence_unknown_tokens(model, len(json.loads((tokenizer / "tokenizer.json").read_text())["model"]["vocab"]))
     args.out.mkdir(parents=True, exist_ok=True)
     mx.save_safetensors(str(args.out / "model.safetensors"), dict(tree_flatten(model.parameters())))
     (args.out / "config.json").write_text(json.dumps(config, indent=2))
-    tokenizer = resolve_model(None).path
     for name in ("tokenizer.json", "tokenizer_config.json", "generation_config.json"):
         if (tokenizer / name).exists():
             shutil.copy(tokenizer / name, args.out / name)

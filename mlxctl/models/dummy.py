@@ -63,6 +63,22 @@ def build_model(config: dict, seed: int = 0) -> Any:
     return arch.Model(args)
 
 
+def silence_unknown_tokens(model: Any, tokenizer_vocab: int) -> None:
+    """Zero the embedding rows of ids the tokenizer cannot decode: with tied embeddings their
+    logits become 0 while random in-vocabulary logits reach above it, so generated text is
+    real text. Shapes, and so the work per step, stay those of the architecture."""
+    import mlx.core as mx
+
+    emb = getattr(getattr(model, "model", None), "embed_tokens", None)
+    if emb is None or not hasattr(emb, "weight") or emb.weight.shape[0] <= tokenizer_vocab:
+        return
+    keep = (mx.arange(emb.weight.shape[0]) < tokenizer_vocab)[:, None]
+    emb.weight = emb.weight * keep.astype(emb.weight.dtype)
+    head = getattr(model, "lm_head", None)
+    if head is not None and hasattr(head, "weight") and head.weight.shape[0] == emb.weight.shape[0]:
+        head.weight = head.weight * keep.astype(head.weight.dtype)
+
+
 def load_dummy(ref: str | None, tokenizer_dir: Path, dtype: str = "auto", seed: int = 0) -> Any:
     """A LoadedModel with random weights in ``dtype`` (auto: float32 on CPU, bfloat16 elsewhere)."""
     import mlx.core as mx
@@ -75,5 +91,7 @@ def load_dummy(ref: str | None, tokenizer_dir: Path, dtype: str = "auto", seed: 
     model.set_dtype(weight_dtype(dtype) or mx.bfloat16)
     mx.eval(model.parameters())
     tokenizer = load_tokenizer(Path(tokenizer_dir))
+    silence_unknown_tokens(model, len(tokenizer.vocab))
+    mx.eval(model.parameters())
     return LoadedModel(model=model, tokenizer=tokenizer, config=config, context_length=context_length(config),
                        eos_token_ids=set(tokenizer.eos_token_ids), name=f"dummy-{name}")

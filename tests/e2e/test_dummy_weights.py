@@ -1,0 +1,28 @@
+"""Dummy weights: real architectures with random weights and the default model's tokenizer."""
+
+from __future__ import annotations
+
+import json
+
+from mlxctl.engine.engine import Engine
+from mlxctl.engine.sampling import SamplingParams
+from mlxctl.models.dummy import PRESETS, load_dummy
+
+
+def test_a_config_with_a_larger_vocabulary_still_generates_decodable_text(tmp_path, smollm2):
+    config = dict(PRESETS["smollm2-135m"], vocab_size=60000, num_hidden_layers=2)
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    loaded = load_dummy(str(tmp_path), smollm2.path, "float32")
+    with Engine(lambda: loaded) as engine:
+        got = engine.submit([1, 2, 3], SamplingParams(temperature=1.0, seed=0, max_tokens=16, ignore_eos=True)).collect()
+    assert all(t < 49152 for t in got.token_ids)
+    assert got.text.strip()
+
+
+def test_every_preset_builds(smollm2):
+    from mlxctl.models.dummy import build_model
+
+    for name, config in PRESETS.items():
+        small = dict(config, num_hidden_layers=1, hidden_size=64, intermediate_size=128, num_attention_heads=4,
+                     num_key_value_heads=2, head_dim=16, moe_intermediate_size=32, num_experts=4, num_experts_per_tok=2)
+        assert build_model(small) is not None, name
