@@ -9,12 +9,12 @@ from mlxctl.engine.sampling import SamplingParams
 from mlxctl.models.dummy import PRESETS, load_dummy
 
 
-def test_a_config_with_a_larger_vocabulary_still_generates_decodable_text(tmp_path, smollm2):
+def test_a_larger_vocabulary_still_generates_decodable_text_greedily(tmp_path, smollm2):
     config = dict(PRESETS["smollm2-135m"], vocab_size=60000, num_hidden_layers=2)
     (tmp_path / "config.json").write_text(json.dumps(config))
     loaded = load_dummy(str(tmp_path), smollm2.path, "float32")
     with Engine(lambda: loaded) as engine:
-        got = engine.submit([1, 2, 3], SamplingParams(temperature=1.0, seed=0, max_tokens=16, ignore_eos=True)).collect()
+        got = engine.submit([1, 2, 3], SamplingParams(temperature=0.0, max_tokens=16, ignore_eos=True)).collect()
     assert all(t < 49152 for t in got.token_ids)
     assert got.text.strip()
 
