@@ -26,19 +26,23 @@ LOAD_FORMATS = ("auto", "dummy")
 
 
 def open_engine(model_ref: str | None, *, dtype: str = "auto", progress: Progress | None = None,
-                config: EngineConfig = EngineConfig(), load_format: str = "auto") -> Engine:
+                config: EngineConfig = EngineConfig(), load_format: str = "auto",
+                moe_top_k: int | None = None) -> Engine:
     """Resolve ``model_ref`` (fetching/importing on first use) and start an engine on it."""
-    return lazy_engine(model_ref, dtype=dtype, progress=progress, config=config, load_format=load_format).start()
+    return lazy_engine(model_ref, dtype=dtype, progress=progress, config=config, load_format=load_format,
+                       moe_top_k=moe_top_k).start()
 
 
 def lazy_engine(model_ref: str | None, *, dtype: str = "auto", progress: Progress | None = None,
-                config: EngineConfig = EngineConfig(), load_format: str = "auto") -> Engine:
+                config: EngineConfig = EngineConfig(), load_format: str = "auto",
+                moe_top_k: int | None = None) -> Engine:
     """An engine not started yet: ``start()`` resolves ``model_ref`` and loads it on the engine
     thread (`serve` listens meanwhile, answering 503 until the model is ready)."""
-    return Engine(model_loader(model_ref, dtype, progress, load_format), config)
+    return Engine(model_loader(model_ref, dtype, progress, load_format, moe_top_k), config)
 
 
-def model_loader(model_ref: str | None, dtype: str, progress: Progress | None, load_format: str = "auto"):
+def model_loader(model_ref: str | None, dtype: str, progress: Progress | None, load_format: str = "auto",
+                 moe_top_k: int | None = None):
     """The function the engine thread calls to resolve and load the model.
 
     ``load_format="dummy"``: ``model_ref`` is an architecture preset or a config.json, built
@@ -46,7 +50,15 @@ def model_loader(model_ref: str | None, dtype: str, progress: Progress | None, l
     if load_format not in LOAD_FORMATS:
         raise BadInputError(f"unknown load format {load_format!r}", hint="choose auto or dummy")
     load = _load_dummy if load_format == "dummy" else _load_real
-    return lambda: load(model_ref, dtype, progress)
+    return lambda: _routed(load(model_ref, dtype, progress), moe_top_k, progress)
+
+
+def _routed(loaded, moe_top_k: int | None, progress: Progress | None):
+    if moe_top_k is not None:
+        from mlxctl.models.moe import set_moe_top_k
+
+        set_moe_top_k(loaded.model, moe_top_k, progress)
+    return loaded
 
 
 def _load_real(model_ref, dtype, progress):

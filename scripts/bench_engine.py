@@ -29,6 +29,7 @@ def parse() -> argparse.Namespace:
     p.add_argument("--model", default=None, help="model reference, or a preset with --load-format dummy")
     p.add_argument("--load-format", default="auto", choices=("auto", "dummy"))
     p.add_argument("--dtype", default="auto")
+    p.add_argument("--moe-top-k", type=int, default=None, help="route MoE models to K experts per token")
     p.add_argument("--prompt-tokens", type=int, default=0, help="random prompt of N tokens (0: a chat prompt)")
     p.add_argument("--max-tokens", type=int, default=128)
     p.add_argument("--concurrency", default="8", help="comma-separated batch sizes")
@@ -135,7 +136,8 @@ def main() -> int:
     from mlxctl.generation import model_loader
 
     sizes = [int(c) for c in args.concurrency.split(",") if c]
-    loaded = model_loader(args.model, args.dtype, lambda m: print(m, file=sys.stderr), args.load_format)()
+    loaded = model_loader(args.model, args.dtype, lambda m: print(m, file=sys.stderr), args.load_format,
+                          args.moe_top_k)()
     config = EngineConfig(SchedulerConfig(max_num_seqs=max([16, *sizes]), max_prefilling=8))
     engine = Engine(lambda: loaded, config).start()
     result = provenance(args, loaded)

@@ -37,3 +37,15 @@ LoadFormatOpt = Annotated[
         "(llama-3.2-1b, smollm2-135m, qwen3-moe-small) or a config.json given as --model.",
     ),
 ]
+
+MoeTopKOpt = Annotated[
+    Optional[int],
+    typer.Option(
+        "--moe-top-k",
+        metavar="K",
+        min=1,
+        show_default=False,
+        help="Mixture-of-experts models: route each token to K experts (fewer than trained: "
+        "faster decode, some quality cost). No effect on dense models.",
+    ),
+]

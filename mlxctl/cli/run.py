@@ -8,7 +8,7 @@ import typer
 
 from mlxctl.cli.blas import ensure_fast_blas
 from mlxctl.cli.context import output_for
-from mlxctl.cli.options import LoadFormatOpt
+from mlxctl.cli.options import LoadFormatOpt, MoeTopKOpt
 from mlxctl.cli.output import Output
 from mlxctl.errors import BadInputError
 
@@ -35,6 +35,7 @@ def run(
     logprobs: Annotated[int, typer.Option("--logprobs", metavar="N", min=0, max=20, help="With --json: log-probabilities of each token and N alternatives.")] = 0,
     dtype: Annotated[str, typer.Option("--dtype", metavar="DTYPE", help="Weights dtype: auto (float32 on CPU, as stored elsewhere), native, float32, float16, bfloat16.")] = "auto",
     load_format: LoadFormatOpt = "auto",
+    moe_top_k: MoeTopKOpt = None,
     json_: Annotated[bool, typer.Option("--json", help="Print one JSON object: text, finish_reason, usage, timings.")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Print timings and speeds on stderr.")] = False,
 ) -> None:
@@ -52,7 +53,7 @@ def run(
         logprobs=logprobs > 0, top_logprobs=logprobs,
     )
     params.validate()
-    _execute(out, model, (dtype, load_format), spec, params, verbose)
+    _execute(out, model, (dtype, load_format, moe_top_k), spec, params, verbose)
 
 
 def read_prompt(words: list[str] | None, out: Output) -> str:
@@ -68,12 +69,12 @@ def read_prompt(words: list[str] | None, out: Output) -> str:
     return text
 
 
-def _execute(out: Output, model: str | None, weights: tuple[str, str], spec, params, verbose: bool) -> None:
+def _execute(out: Output, model: str | None, weights: tuple, spec, params, verbose: bool) -> None:
     from mlxctl.cli.run_output import print_stream
     from mlxctl.generation import generate, open_engine
 
-    dtype, load_format = weights
-    engine = open_engine(model, dtype=dtype, progress=out.message, load_format=load_format)
+    dtype, load_format, moe_top_k = weights
+    engine = open_engine(model, dtype=dtype, progress=out.message, load_format=load_format, moe_top_k=moe_top_k)
     try:
         stream = generate(engine, spec, params)
         try:

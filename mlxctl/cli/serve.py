@@ -9,7 +9,7 @@ import typer
 
 from mlxctl.cli.blas import ensure_fast_blas
 from mlxctl.cli.context import output_for
-from mlxctl.cli.options import DEFAULT_HOST, DEFAULT_PORT, HostOpt, LoadFormatOpt, PortOpt
+from mlxctl.cli.options import DEFAULT_HOST, DEFAULT_PORT, HostOpt, LoadFormatOpt, MoeTopKOpt, PortOpt
 from mlxctl.cli.output import Output
 from mlxctl.errors import BadInputError
 
@@ -42,6 +42,7 @@ def serve(
     served_model_name: NameOpt = None,
     dtype: DtypeOpt = "auto",
     load_format: LoadFormatOpt = "auto",
+    moe_top_k: MoeTopKOpt = None,
     max_num_seqs: SeqsOpt = 16,
     prefill_chunk: ChunkOpt = 0,
     max_waiting: WaitingOpt = 256,
@@ -73,7 +74,7 @@ def serve(
         rate_limit_per_minute=rate_limit, max_waiting=max_waiting, request_timeout_s=request_timeout,
         stream_interval=stream_interval, drain_grace_s=drain_grace, log_format=log_format,
     )
-    _execute(output_for(ctx), model, (dtype, load_format), settings, max_num_seqs, prefill_chunk)
+    _execute(output_for(ctx), model, (dtype, load_format, moe_top_k), settings, max_num_seqs, prefill_chunk)
 
 
 def _from_flag(ctx: typer.Context, name: str) -> bool:
@@ -107,7 +108,7 @@ def read_api_key(key: str | None, key_file: Path | None, key_from_flag: bool = F
     return text
 
 
-def _execute(out: Output, model: str | None, weights: tuple[str, str], settings, max_num_seqs: int,
+def _execute(out: Output, model: str | None, weights: tuple, settings, max_num_seqs: int,
              prefill_chunk: int) -> None:
     from mlxctl.engine.engine import EngineConfig
     from mlxctl.engine.scheduler import SchedulerConfig
@@ -117,6 +118,7 @@ def _execute(out: Output, model: str | None, weights: tuple[str, str], settings,
 
     config = EngineConfig(SchedulerConfig(max_num_seqs=max_num_seqs, prefill_chunk=prefill_chunk,
                                           max_prefilling=min(8, max_num_seqs)))
-    dtype, load_format = weights
-    engine = lazy_engine(model, dtype=dtype, progress=out.message, config=config, load_format=load_format)
+    dtype, load_format, moe_top_k = weights
+    engine = lazy_engine(model, dtype=dtype, progress=out.message, config=config, load_format=load_format,
+                         moe_top_k=moe_top_k)
     lifecycle.run(init_app(engine, settings), announce=lambda url: out.message(f"mlxctl: listening on {url}"))
