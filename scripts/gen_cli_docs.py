@@ -14,7 +14,9 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from cli_docs import bash, fish, manpage, zsh
+sys.path.insert(1, str(Path(__file__).resolve().parents[1]))  # this checkout's mlxctl, not an installed one
+
+from cli_docs import bash, fish, manpage, zsh  # noqa: E402
 from cli_docs.tree import Command, read_tree
 
 from mlxctl import __version__
