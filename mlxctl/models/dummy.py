@@ -33,7 +33,12 @@ QWEN3_MOE_SMALL = {
     "norm_topk_prob": True, "rms_norm_eps": 1e-6, "vocab_size": 49152, "rope_theta": 1000000.0,
     "tie_word_embeddings": False, "max_position_embeddings": 32768,
 }
-PRESETS = {"llama-3.2-1b": LLAMA_3_2_1B, "smollm2-135m": SMOLLM2_135M, "qwen3-moe-small": QWEN3_MOE_SMALL}
+QWEN3_MOE_MEDIUM = dict(  # Qwen3-30B-A3B's layer shape, half the layers and experts (7.6B params)
+    QWEN3_MOE_SMALL, hidden_size=2048, num_hidden_layers=24, intermediate_size=6144, moe_intermediate_size=768,
+    num_attention_heads=32, num_key_value_heads=4, head_dim=128, num_experts=64, vocab_size=151936,
+)
+PRESETS = {"llama-3.2-1b": LLAMA_3_2_1B, "smollm2-135m": SMOLLM2_135M, "qwen3-moe-small": QWEN3_MOE_SMALL,
+           "qwen3-moe-medium": QWEN3_MOE_MEDIUM}
 DEFAULT_PRESET = "llama-3.2-1b"
 
 
