@@ -8,6 +8,7 @@ prompt is processed a chunk per step so the decoding of others goes on meanwhile
 from __future__ import annotations
 
 import asyncio
+from concurrent.futures import Future
 import itertools
 import os
 import queue
@@ -19,6 +20,7 @@ from typing import Any, Callable
 from mlxctl.engine.batch import DecodeBatch
 from mlxctl.engine.events import FinishEvent, FinishReason, TokenLogprob
 from mlxctl.engine.limits import check_prompt
+from mlxctl.engine.prefix import PrefixConfig
 from mlxctl.engine.request import Request, RequestStatus
 from mlxctl.engine.sampling import SamplingParams
 from mlxctl.engine.scheduler import Scheduler, SchedulerConfig, resolve_auto
@@ -39,6 +41,7 @@ class Joiner:
 @dataclass(frozen=True)
 class EngineConfig:
     scheduler: SchedulerConfig = SchedulerConfig()
+    prefix: PrefixConfig = PrefixConfig()
     clear_cache_every: int = 256  # steps between mx.clear_cache() calls
 
 
@@ -57,6 +60,7 @@ class Engine:
         self._load_error: BaseException | None = None
         self._thread: threading.Thread | None = None
         self._steps = 0
+        self.prefix: Any = None  # PrefixReuse, made on the engine thread
 
     # -- caller side ------------------------------------------------------------------------
 
@@ -96,20 +100,25 @@ class Engine:
 
     def stats(self) -> dict:
         """A snapshot of queues and memory (read from any thread; values may be a step old)."""
+        prefix = self.prefix.stats() if self.prefix is not None else {"enabled": False}
         return {"steps": self._steps, "batch_size": len(self.batch), "kv_bytes": self.batch.nbytes(),
-                **self.scheduler.snapshot()}
+                "prefix_cache": prefix, **self.scheduler.snapshot()}
+
+    def clear_prefix_cache(self, timeout: float = 30.0) -> int:
+        """Drop every cached prefix block no request holds; returns how many went."""
+        done: Future = Future()
+        self._inbox.put(("clear_prefix_cache", done))
+        return done.result(timeout)
 
     # -- engine thread ------------------------------------------------------------------------
 
     def _main(self) -> None:
         try:
-            self.model = self._load()
+            self._setup()
         except BaseException as exc:  # reported to start()'s caller
             self._load_error = exc
             self._ready.set()
             return
-        self.vocab_size = _vocab_size(self.model)
-        self.scheduler.cfg = resolve_auto(self.scheduler.cfg)
         self._ready.set()
         import mlx.core as mx
 
@@ -118,10 +127,18 @@ class Engine:
         with mx.stream(mx.new_stream(mx.default_device())):
             self._loop()
 
-    def _loop(self) -> None:
+    def _setup(self) -> None:
+        """Load the model and build what runs it; any failure is raised by start()."""
+        from mlxctl.engine.prefix import PrefixReuse
         from mlxctl.engine.runner import ModelRunner
 
+        self.model = self._load()
+        self.vocab_size = _vocab_size(self.model)
+        self.scheduler.cfg = resolve_auto(self.scheduler.cfg)
         self.runner = ModelRunner(self.model.model)
+        self.prefix = PrefixReuse(self.model, self.config.prefix)
+
+    def _loop(self) -> None:
         while self._drain_inbox(block=not self.scheduler.has_work):
             if self.scheduler.has_work:
                 self._safe_step()
@@ -150,12 +167,15 @@ class Engine:
             self._admit(payload)
         elif kind == "abort":
             self._abort(payload)
+        elif kind == "clear_prefix_cache":
+            payload.set_result(self.prefix.clear())
 
     def _admit(self, req: Request) -> None:
         from mlxctl.engine.output import OutputProcessor
         from mlxctl.engine.sampling import TokenSampler
 
         req.sampler = TokenSampler(req.params, self.vocab_size, req.prompt_tokens)
+        self.prefix.attach(req)
         req.output = OutputProcessor(self.model.tokenizer, req.params, self.model.eos_token_ids, req.max_new_tokens,
                                      context_ids=req.prompt_tokens[-4:])
         self.scheduler.add(req)
@@ -186,11 +206,17 @@ class Engine:
         self._housekeeping(changed=bool(joiners) or (pending is not None and len(self.batch) < len(pending[0])))
 
     def _join(self, joiner: Joiner) -> None:
-        for req in joiner.requests:
+        for row, req in enumerate(joiner.requests):
+            self._remember(req, joiner, row)
             self.scheduler.start_running(req)
             req.cache = None
         first = joiner.first
         self.batch.join(joiner.requests, joiner.cache, first.tokens, list(first.per_row), joiner.batched)
+
+    def _remember(self, req: Request, joiner: Joiner, row: int) -> None:
+        if self.prefix.enabled:
+            cache = [c.extract(row) for c in joiner.cache] if joiner.batched else joiner.cache
+            self.prefix.remember(req, cache)
 
     def _prefill_all(self, work: list[tuple[Request, int]]) -> list[Joiner]:
         """Whole fresh prompts go through the model together; the rest chunk by chunk, alone."""
@@ -255,6 +281,7 @@ class Engine:
     def _finish(self, req: Request, reason: FinishReason, error: BaseException | None = None) -> None:
         req.finished_at = time.perf_counter()
         self.scheduler.finish(req)
+        self.prefix.forget(req)
         req.cache = None
         text = "" if error is not None or reason is FinishReason.ABORT else req.output.flush()
         err = _as_engine_error(error) if error is not None else None

@@ -38,6 +38,8 @@ class Request:
     first_sampled: float | None = None
     finished_at: float | None = None
     aborted: bool = False
+    cached_tokens: int = 0  # prompt tokens served from the prefix cache
+    prefix_blocks: tuple = ()  # prefix-cache blocks this request holds a reference on
 
     @property
     def prompt_len(self) -> int:
@@ -52,7 +54,8 @@ class Request:
         return self.status is RequestStatus.FINISHED
 
     def usage(self) -> Usage:
-        return Usage(prompt_tokens=self.prompt_len, completion_tokens=self.num_generated)
+        return Usage(prompt_tokens=self.prompt_len, completion_tokens=self.num_generated,
+                     cached_tokens=self.cached_tokens)
 
     def timings(self) -> Timings:
         end = self.finished_at or time.perf_counter()
@@ -77,6 +80,7 @@ class Request:
             "prompt_tokens": self.prompt_len,
             "prompt_done": self.num_prefilled,
             "generated": self.num_generated,
+            "cached_tokens": self.cached_tokens,
             "max_new_tokens": self.max_new_tokens,
         }
 

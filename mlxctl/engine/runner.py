@@ -28,12 +28,11 @@ class ModelRunner:
             req.cache = make_prompt_cache(self.model)
         start = req.num_prefilled
         chunk = mx.array(req.prompt_tokens[start : start + n])[None]
-        logits = self.model(chunk, cache=req.cache)
         req.num_prefilled += n
         if req.prompt_left > 0:
-            mx.eval([c.state for c in req.cache])
+            self._fill(chunk, req.cache)
             return None
-        first = sample_batch(logits[:, -1, :], [req.sampler])
+        first = sample_batch(self._last_logits(chunk, req.cache), [req.sampler])
         mx.async_eval(arrays_to_eval(first))
         return first
 
@@ -56,12 +55,24 @@ class ModelRunner:
         for c in cache:
             c.prepare(left_padding=pads)
         tokens = mx.array([[0] * pad + r.prompt_tokens for pad, r in zip(pads, reqs)])
-        logits = self.model(tokens, cache=cache)
+        logits = self._last_logits(tokens, cache)
         for c in cache:
             c.finalize()
-        first = sample_batch(logits[:, -1, :], [r.sampler for r in reqs])
+        first = sample_batch(logits, [r.sampler for r in reqs])
         mx.async_eval(arrays_to_eval(first))
         return cache, first
+
+    def _fill(self, tokens: mx.array, cache: list[Any]) -> None:
+        """Run prompt tokens for their KV only: the logits are never evaluated, so the output
+        projection (the vocabulary-wide matmul) is skipped for them."""
+        self.model(tokens, cache=cache)
+        mx.eval([c.state for c in cache])
+
+    def _last_logits(self, tokens: mx.array, cache: list[Any]) -> mx.array:
+        """Logits of the last position only (B, V), after filling the cache with the rest."""
+        if tokens.shape[1] > 1:
+            self._fill(tokens[:, :-1], cache)
+        return self.model(tokens[:, -1:], cache=cache)[:, -1, :]
 
     def decode(self, batch: DecodeBatch) -> BatchSample:
         """Queue one decode step for every row; returns the (lazy) next tokens."""

@@ -155,6 +155,9 @@ class Exploding:
         self.model = model
         self.layers = model.layers
 
+    def parameters(self):
+        return self.model.parameters()
+
     def __call__(self, tokens, cache=None):
         if 63 in tokens.tolist()[0]:
             raise RuntimeError("boom")

@@ -1,0 +1,81 @@
+"""The block pool under the prefix cache: cached blocks by hash, the LRU free list of
+unreferenced blocks, child counts (to find leaves) and the byte total.
+
+It keeps its own books straight and nothing else: hashing, budgets and policy live in
+``PrefixCache``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, OrderedDict
+from collections.abc import Iterator
+from typing import Any
+
+from mlxctl.engine.kv.block import Block
+
+
+class BlockPool:
+    def __init__(self) -> None:
+        self._blocks: dict[bytes, Block] = {}
+        self._free: OrderedDict[bytes, Block] = OrderedDict()  # ref_count 0; LRU first
+        self._children: Counter[bytes] = Counter()  # cached children per block hash
+        self._next_id = 0
+        self.bytes = 0  # sum of nbytes over cached blocks
+
+    def __len__(self) -> int:
+        return len(self._blocks)
+
+    def __contains__(self, block_hash: object) -> bool:
+        return block_hash in self._blocks
+
+    def __iter__(self) -> Iterator[Block]:
+        return iter(list(self._blocks.values()))
+
+    def get(self, block_hash: bytes) -> Block | None:
+        return self._blocks.get(block_hash)
+
+    def holds(self, block: Block) -> bool:
+        return self._blocks.get(block.hash) is block
+
+    def free_list(self) -> tuple[Block, ...]:
+        return tuple(self._free.values())
+
+    @property
+    def num_free(self) -> int:
+        return len(self._free)
+
+    def add(self, h: bytes, parent: bytes | None, tokens: tuple[int, ...], payload: Any) -> Block:
+        """A new unreferenced block, at the most recent end of the free list."""
+        block = Block(self._next_id, h, parent, tokens, payload)
+        self._next_id += 1
+        self._blocks[h] = self._free[h] = block
+        if parent is not None:
+            self._children[parent] += 1
+        self.bytes += block.nbytes
+        return block
+
+    def remove(self, block: Block) -> None:
+        """Forget an unreferenced leaf."""
+        del self._blocks[block.hash], self._free[block.hash]
+        self._children.pop(block.hash, None)
+        if block.parent is not None:
+            self._children[block.parent] -= 1
+        self.bytes -= block.nbytes
+
+    def acquire(self, block: Block) -> None:
+        block.ref_count += 1
+        self._free.pop(block.hash, None)
+
+    def release(self, block: Block) -> None:
+        block.ref_count -= 1
+        if block.ref_count == 0:
+            self._free[block.hash] = block
+
+    def touch(self, block: Block) -> None:
+        """Mark an unreferenced block most recently used."""
+        if block.ref_count == 0:
+            self._free.move_to_end(block.hash)
+
+    def lru_free_leaf(self) -> Block | None:
+        """The least recently used free block with no cached child."""
+        return next((b for b in self._free.values() if not self._children[b.hash]), None)

@@ -1,0 +1,172 @@
+"""A bounded, ref-counted pool of hash-chained KV blocks for prefix reuse (in memory).
+
+Lookups take a reference on every block they return; ``release`` gives it back. A block with no
+references sits on an LRU free list and still serves lookups until it is evicted.
+
+Eviction policy: least recently used among *free leaves* (free blocks with no cached child),
+as in nano-vllm and vLLM. A block is only evicted once all its descendants are gone, so every
+cached block's parent is cached: nothing is ever left unreachable, and a referenced block's
+ancestors stay. To keep that cheap, a chain is touched leaf first (``insert``, ``release``), so
+its root is the most recent: a shared system prompt outlives the conversations built on it.
+
+Not thread-safe: the engine thread owns it.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
+
+from mlxctl.engine.kv.block import Block, PrefixHit, chain_hash
+from mlxctl.engine.kv.pool import BlockPool
+
+
+def _check_int(name: str, value: object, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"{name} must be an integer >= {minimum}, got {value!r}")
+
+
+class PrefixCache:
+    def __init__(
+        self,
+        block_size: int = 64,
+        max_bytes: int = 1 << 30,
+        fingerprint: str = "",
+        *,
+        on_evict: Callable[[Block], None] | None = None,
+    ) -> None:
+        _check_int("block_size", block_size, 1)
+        _check_int("max_bytes", max_bytes, 0)
+        self.block_size = block_size
+        self.max_bytes = max_bytes
+        self.fingerprint = fingerprint  # weights, dtype, adapter: whatever changes the KV
+        self._on_evict = on_evict  # e.g. the disk tier spilling a block before it goes
+        self._pool = BlockPool()
+        self._counts = Counter(queries=0, hits=0, hit_tokens=0, inserted_blocks=0, evictions=0)
+
+    @property
+    def bytes(self) -> int:
+        return self._pool.bytes
+
+    def __len__(self) -> int:
+        return len(self._pool)
+
+    def __contains__(self, block_hash: object) -> bool:
+        return block_hash in self._pool
+
+    def __iter__(self) -> Iterator[Block]:
+        return iter(self._pool)
+
+    def free_list(self) -> tuple[Block, ...]:
+        """Unreferenced blocks, least recently used first."""
+        return self._pool.free_list()
+
+    def stats(self) -> dict:
+        blocks, free = len(self._pool), self._pool.num_free
+        return {
+            **self._counts,
+            "blocks": blocks,
+            "bytes": self.bytes,
+            "max_bytes": self.max_bytes,
+            "block_size": self.block_size,
+            "referenced_blocks": blocks - free,
+            "free_blocks": free,
+            # only after resize() below what referenced blocks pin; cleared as they are released
+            "over_budget": self.bytes > self.max_bytes,
+        }
+
+    def lookup(self, tokens: Sequence[int], *, fingerprint: str | None = None) -> PrefixHit:
+        """The longest chain of full cached blocks matching a prefix of ``tokens``; the caller
+        holds a reference on each returned block until it releases them."""
+        blocks = tuple(self._walk(tokens, fingerprint))
+        for block in blocks:
+            self._pool.acquire(block)
+        num_tokens = len(blocks) * self.block_size
+        self._counts["queries"] += 1
+        if num_tokens:
+            self._counts["hits"] += 1
+            self._counts["hit_tokens"] += num_tokens
+        return PrefixHit(blocks, num_tokens)
+
+    def release(self, blocks: Iterable[Block]) -> None:
+        """Drop one reference on each block (a block listed twice loses two). Blocks reaching
+        zero join the free list, the first listed most recent (pass a hit's blocks in order)."""
+        blocks = list(blocks)
+        for block, n in Counter(blocks).items():
+            if not self._pool.holds(block):
+                raise ValueError(f"block {block.block_id} is not held by this cache")
+            if n > block.ref_count:
+                raise ValueError(f"block {block.block_id} released more often than acquired")
+        for block in reversed(blocks):
+            self._pool.release(block)
+        self._evict_to_budget()
+
+    def insert(
+        self,
+        tokens: Sequence[int],
+        payload_for: Callable[[int, int], Any],
+        *,
+        fingerprint: str | None = None,
+    ) -> list[Block]:
+        """Cache every full block of ``tokens``; ``payload_for(start, end)`` makes the payload
+        of a block not cached yet. New blocks are unreferenced. Returns the chain's blocks
+        still cached after eviction: a prefix of the chain, shorter if the budget was short."""
+        chain: list[Block] = []
+        parent = None
+        for start, chunk in self._chunks(tokens):
+            h = chain_hash(parent, chunk, self._fp(fingerprint))
+            block = self._pool.get(h) or self._add(h, parent, chunk, payload_for(start, start + len(chunk)))
+            chain.append(block)
+            parent = h
+        for block in reversed(chain):
+            self._pool.touch(block)
+        self._evict_to_budget()
+        return [b for b in chain if self._pool.holds(b)]
+
+    def resize(self, max_bytes: int) -> int:
+        """A new byte budget, enforced at once as far as references allow (see ``stats()``'s
+        ``over_budget``); returns how many blocks were evicted."""
+        _check_int("max_bytes", max_bytes, 0)
+        self.max_bytes = max_bytes
+        before = self._counts["evictions"]
+        self._evict_to_budget()
+        return self._counts["evictions"] - before
+
+    def clear(self) -> int:
+        """Drop every unreferenced block (keeping only those a referenced block descends
+        from); returns how many were dropped."""
+        dropped = 0
+        while (leaf := self._pool.lru_free_leaf()) is not None:
+            self._pool.remove(leaf)
+            dropped += 1
+        return dropped
+
+    def _fp(self, fingerprint: str | None) -> str:
+        return self.fingerprint if fingerprint is None else fingerprint
+
+    def _chunks(self, tokens: Sequence[int]) -> Iterator[tuple[int, tuple[int, ...]]]:
+        bs = self.block_size
+        for start in range(0, len(tokens) - bs + 1, bs):
+            yield start, tuple(int(t) for t in tokens[start : start + bs])
+
+    def _walk(self, tokens: Sequence[int], fingerprint: str | None) -> Iterator[Block]:
+        parent = None
+        for _, chunk in self._chunks(tokens):
+            block = self._pool.get(chain_hash(parent, chunk, self._fp(fingerprint)))
+            if block is None or block.tokens != chunk:
+                return
+            yield block
+            parent = block.hash
+
+    def _add(self, h: bytes, parent: bytes | None, chunk: tuple[int, ...], payload: Any) -> Block:
+        self._counts["inserted_blocks"] += 1
+        return self._pool.add(h, parent, chunk, payload)
+
+    def _evict_to_budget(self) -> None:
+        """Evict LRU free leaves until within budget or only referenced chains remain."""
+        while self.bytes > self.max_bytes and (victim := self._pool.lru_free_leaf()) is not None:
+            self._pool.remove(victim)
+            self._counts["evictions"] += 1
+            if self._on_evict is not None:
+                self._on_evict(victim)

@@ -1,0 +1,84 @@
+"""Prefix reuse in the engine, on a tiny random-weight llama with 4-token blocks."""
+
+from __future__ import annotations
+
+import pytest
+
+from mlxctl.engine.engine import Engine, EngineConfig
+from mlxctl.engine.prefix import PrefixConfig
+from mlxctl.engine.sampling import SamplingParams
+from tests.engine.tiny import tiny_loaded
+
+GREEDY = SamplingParams(temperature=0.0, max_tokens=10)
+SYSTEM = list(range(1, 30))  # a shared "system prompt" of 29 tokens
+
+
+def engine_with(enabled: bool = True, **kw) -> Engine:
+    loaded = tiny_loaded()
+    return Engine(lambda: loaded, EngineConfig(prefix=PrefixConfig(enabled=enabled, block_size=4, **kw))).start()
+
+
+@pytest.fixture
+def pair():
+    on, off = engine_with(True), engine_with(False)
+    yield on, off
+    on.shutdown(), off.shutdown()
+
+
+def test_a_repeated_prompt_reuses_its_blocks_and_generates_the_same(pair):
+    on, off = pair
+    first = on.submit(SYSTEM, GREEDY).collect()
+    again = on.submit(SYSTEM, GREEDY).collect()
+    assert first.usage.cached_tokens == 0
+    assert again.usage.cached_tokens == 28  # the full blocks of the first 28 tokens, never the last
+    assert again.token_ids == first.token_ids == off.submit(SYSTEM, GREEDY).collect().token_ids
+
+
+def test_a_shared_prefix_with_a_new_suffix(pair):
+    on, off = pair
+    on.submit(SYSTEM + [40, 41], GREEDY).collect()
+    turn2 = SYSTEM + [50, 51, 52, 53, 54, 55]
+    got = on.submit(turn2, GREEDY).collect()
+    assert got.usage.cached_tokens == 28
+    assert got.token_ids == off.submit(turn2, GREEDY).collect().token_ids
+
+
+def test_prompts_prefilled_together_are_remembered(pair):
+    on, _ = pair
+    busy = on.submit([1, 2], SamplingParams(temperature=0.0, max_tokens=200))
+    next(iter(busy))
+    streams = [on.submit([60 + i] + SYSTEM, GREEDY) for i in range(3)]
+    [s.collect() for s in streams]
+    busy.abort()
+    again = on.submit([61] + SYSTEM, GREEDY).collect()
+    assert again.usage.cached_tokens == 28
+
+
+def test_stats_and_clear(pair):
+    on, _ = pair
+    on.submit(SYSTEM, GREEDY).collect()
+    on.submit(SYSTEM, GREEDY).collect()
+    stats = on.stats()["prefix_cache"]
+    assert stats["enabled"] and stats["queries"] == 2 and stats["hits"] == 1 and stats["hit_tokens"] == 28
+    assert stats["bytes"] > 0
+    assert on.clear_prefix_cache() == 7
+    assert on.stats()["prefix_cache"]["bytes"] == 0
+    assert on.submit(SYSTEM, GREEDY).collect().usage.cached_tokens == 0
+
+
+def test_disabled_cache_never_hits(pair):
+    _, off = pair
+    off.submit(SYSTEM, GREEDY).collect()
+    assert off.submit(SYSTEM, GREEDY).collect().usage.cached_tokens == 0
+    assert off.stats()["prefix_cache"] == {"enabled": False, "reason": "disabled"}
+
+
+def test_a_tiny_budget_evicts_and_stays_correct():
+    eng = engine_with(True, max_bytes=1)
+    try:
+        first = eng.submit(SYSTEM, GREEDY).collect()
+        again = eng.submit(SYSTEM, GREEDY).collect()
+        assert again.token_ids == first.token_ids
+        assert eng.stats()["prefix_cache"]["bytes"] <= 1 or eng.stats()["prefix_cache"]["evictions"] > 0
+    finally:
+        eng.shutdown()
