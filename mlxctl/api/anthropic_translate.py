@@ -77,9 +77,10 @@ def stop_reason(reason: FinishReason, stop_string: str | None) -> tuple[str, str
     return ("stop_sequence", stop_string) if stop_string is not None else ("end_turn", None)
 
 
-def usage_body(input_tokens: int, output_tokens: int) -> dict[str, int]:
-    return {"input_tokens": input_tokens, "output_tokens": output_tokens,
-            "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
+def usage_body(input_tokens: int, output_tokens: int, cache_read: int = 0) -> dict[str, int]:
+    """Anthropic counts prompt tokens read from the cache apart from the rest of the input."""
+    return {"input_tokens": input_tokens - cache_read, "output_tokens": output_tokens,
+            "cache_creation_input_tokens": 0, "cache_read_input_tokens": cache_read}
 
 
 def message_body(message_id: str, model: str, text: str, stop: tuple[str, str | None], usage: Usage) -> dict:
@@ -88,5 +89,5 @@ def message_body(message_id: str, model: str, text: str, stop: tuple[str, str | 
         "id": message_id, "type": "message", "role": "assistant", "model": model,
         "content": [{"type": "text", "text": text}],
         "stop_reason": stop[0], "stop_sequence": stop[1],
-        "usage": usage_body(usage.prompt_tokens, usage.completion_tokens),
+        "usage": usage_body(usage.prompt_tokens, usage.completion_tokens, usage.cached_tokens),
     }

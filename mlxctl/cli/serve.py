@@ -31,6 +31,9 @@ RateOpt = Annotated[int, typer.Option("--rate-limit", metavar="N", min=0, help="
 BodyOpt = Annotated[float, typer.Option("--max-body-mb", metavar="MB", min=0.001, help="Largest request body, in MiB.")]
 TimeoutOpt = Annotated[float, typer.Option("--request-timeout", metavar="SECONDS", min=0.001, help="A request still running after this is ended with a timeout error.")]
 GraceOpt = Annotated[float, typer.Option("--drain-grace", metavar="SECONDS", min=0.0, help="On SIGTERM or Ctrl-C: how long requests in flight may take to finish.")]
+PrefixOpt = Annotated[bool, typer.Option("--prefix-cache/--no-prefix-cache", help="Reuse the KV of prompt prefixes seen before.")]
+PrefixGbOpt = Annotated[float, typer.Option("--prefix-cache-gb", metavar="GB", min=0.0, help="Memory for cached prefix blocks; 0: a tenth of RAM, at most 4 GiB.")]
+BlockOpt = Annotated[int, typer.Option("--prefix-block-size", metavar="N", min=1, help="Tokens per prefix-cache block.")]
 LogOpt = Annotated[str, typer.Option("--log-format", metavar="FORMAT", help="Request log lines on stderr: human or json.")]
 
 
@@ -56,6 +59,9 @@ def serve(
     request_timeout: TimeoutOpt = 600.0,
     drain_grace: GraceOpt = 30.0,
     log_format: LogOpt = "human",
+    prefix_cache: PrefixOpt = True,
+    prefix_cache_gb: PrefixGbOpt = 0.0,
+    prefix_block_size: BlockOpt = 64,
 ) -> None:
     """Serve a model over OpenAI- and Anthropic-compatible HTTP APIs.
 
@@ -63,6 +69,7 @@ def serve(
     requests in flight and exits 0.
     """
     ensure_fast_blas()
+    from mlxctl.engine.prefix_config import PrefixConfig
     from mlxctl.server.settings import ServeSettings
 
     if log_format not in LOG_FORMATS:
@@ -74,7 +81,8 @@ def serve(
         rate_limit_per_minute=rate_limit, max_waiting=max_waiting, request_timeout_s=request_timeout,
         stream_interval=stream_interval, drain_grace_s=drain_grace, log_format=log_format,
     )
-    _execute(output_for(ctx), model, (dtype, load_format, moe_top_k), settings, max_num_seqs, prefill_chunk)
+    prefix = PrefixConfig(enabled=prefix_cache, block_size=prefix_block_size, max_bytes=int(prefix_cache_gb * (1 << 30)))
+    _execute(output_for(ctx), model, (dtype, load_format, moe_top_k), settings, max_num_seqs, (prefill_chunk, prefix))
 
 
 def _from_flag(ctx: typer.Context, name: str) -> bool:
@@ -109,15 +117,16 @@ def read_api_key(key: str | None, key_file: Path | None, key_from_flag: bool = F
 
 
 def _execute(out: Output, model: str | None, weights: tuple, settings, max_num_seqs: int,
-             prefill_chunk: int) -> None:
+             engine_opts: tuple) -> None:
     from mlxctl.engine.engine import EngineConfig
     from mlxctl.engine.scheduler import SchedulerConfig
     from mlxctl.generation import lazy_engine
     from mlxctl.server import lifecycle
     from mlxctl.server.app import init_app
 
+    prefill_chunk, prefix = engine_opts
     config = EngineConfig(SchedulerConfig(max_num_seqs=max_num_seqs, prefill_chunk=prefill_chunk,
-                                          max_prefilling=min(8, max_num_seqs)))
+                                          max_prefilling=min(8, max_num_seqs)), prefix=prefix)
     dtype, load_format, moe_top_k = weights
     engine = lazy_engine(model, dtype=dtype, progress=out.message, config=config, load_format=load_format,
                          moe_top_k=moe_top_k)

@@ -20,7 +20,7 @@ from typing import Any, Callable
 from mlxctl.engine.batch import DecodeBatch
 from mlxctl.engine.events import FinishEvent, FinishReason, TokenLogprob
 from mlxctl.engine.limits import check_prompt
-from mlxctl.engine.prefix import PrefixConfig
+from mlxctl.engine.prefix_config import PrefixConfig
 from mlxctl.engine.request import Request, RequestStatus
 from mlxctl.engine.sampling import SamplingParams
 from mlxctl.engine.scheduler import Scheduler, SchedulerConfig, resolve_auto

@@ -13,21 +13,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import dataclass
 from typing import Any
 
 import mlx.core as mx
 from mlx_lm.models.cache import KVCache, make_prompt_cache
 
 from mlxctl.engine.kv.prefix_cache import PrefixCache
+from mlxctl.engine.prefix_config import PrefixConfig
 from mlxctl.engine.request import Request
-
-
-@dataclass(frozen=True)
-class PrefixConfig:
-    enabled: bool = True
-    block_size: int = 64  # tokens per block
-    max_bytes: int = 0  # 0: a tenth of physical memory, at most 4 GiB
 
 
 class KVBlockPayload:

@@ -28,7 +28,7 @@ def init_app(engine: Engine, settings: ServeSettings = ServeSettings()) -> web.A
     app = web.Application(middlewares=MIDDLEWARES, client_max_size=settings.max_body_bytes)
     app[ENGINE] = engine
     app[SETTINGS] = settings
-    app[STATE] = ServerState(metrics=Metrics(settings.model_name))
+    app[STATE] = ServerState(metrics=Metrics(settings.model_name, prefix_cache=True))
     install_response_store(app)  # the state behind the /v1/responses routes
     app.on_response_prepare.append(add_cors_headers)
     setup_routes(app)

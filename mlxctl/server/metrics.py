@@ -50,6 +50,8 @@ class Metrics:
                                   labels=("finished_reason",))
         self.prefix_queries = self._make(Counter, "prefix_cache_queries", "Prompt tokens looked up in the prefix cache.")
         self.prefix_hits = self._make(Counter, "prefix_cache_hits", "Prompt tokens found in the prefix cache.")
+        self.prefix_bytes = self._make(Gauge, "prefix_cache_bytes", "Bytes of KV blocks kept by the prefix cache.")
+        self.prefix_blocks = self._make(Gauge, "prefix_cache_blocks", "KV blocks kept by the prefix cache.")
 
     def _gauges(self) -> None:
         self.running = self._make(Gauge, "num_requests_running", "Requests prefilling or decoding.")
@@ -93,6 +95,9 @@ class Metrics:
         kv = stats.get("kv_bytes", 0)
         self.kv_bytes.set(kv)
         self.kv_usage.set(kv / kv_budget if kv_budget else 0.0)
+        prefix = stats.get("prefix_cache") or {}
+        self.prefix_bytes.set(prefix.get("bytes", 0))
+        self.prefix_blocks.set(prefix.get("blocks", 0))
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

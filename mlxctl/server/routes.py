@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from mlxctl.server.views import anthropic, health, openai, openapi, responses, status, tokenize
+from mlxctl.server.views import anthropic, cache, health, openai, openapi, responses, status, tokenize
 
 
 def setup_routes(app: web.Application) -> None:
@@ -14,6 +14,8 @@ def setup_routes(app: web.Application) -> None:
     app.router.add_post("/v1/completions", openai.completions)
     app.router.add_get("/v1/status", status.status)
     app.router.add_get("/metrics", status.metrics)
+    app.router.add_get("/v1/cache/stats", cache.cache_stats)
+    app.router.add_delete("/v1/cache", cache.clear_cache)
     app.router.add_post("/tokenize", tokenize.tokenize)
     app.router.add_post("/detokenize", tokenize.detokenize)
     app.router.add_get("/openapi.json", openapi.openapi_json)

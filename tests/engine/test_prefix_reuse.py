@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from mlxctl.engine.engine import Engine, EngineConfig
-from mlxctl.engine.prefix import PrefixConfig
+from mlxctl.engine.prefix_config import PrefixConfig
 from mlxctl.engine.sampling import SamplingParams
 from tests.engine.tiny import tiny_loaded
 
