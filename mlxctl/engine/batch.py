@@ -23,6 +23,11 @@ class DecodeBatch:
         self.samples: list[Any] = []  # per row: logprob data for the pending token, or None
         self._batched = False
 
+    @property
+    def batched(self) -> bool:
+        """Whether the caches are mlx-lm's batched ones (else one request's plain caches)."""
+        return self._batched
+
     def __len__(self) -> int:
         return len(self.requests)
 

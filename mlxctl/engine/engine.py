@@ -216,7 +216,7 @@ class Engine:
     def _remember(self, req: Request, joiner: Joiner, row: int) -> None:
         if self.prefix.enabled:
             cache = [c.extract(row) for c in joiner.cache] if joiner.batched else joiner.cache
-            self.prefix.remember(req, cache)
+            self.prefix.remember_tokens(req.prompt_tokens, cache)
 
     def _prefill_all(self, work: list[tuple[Request, int]]) -> list[Joiner]:
         """Whole fresh prompts go through the model together; the rest chunk by chunk, alone."""
@@ -264,19 +264,28 @@ class Engine:
         for row, (req, token_id) in enumerate(zip(reqs, tokens.tolist())):
             if req.aborted:
                 self._finish(req, FinishReason.ABORT)
-            elif self._emit_one(req, token_id, samples[row]) is None:
+            elif self._emit_one(req, token_id, samples[row], row) is None:
                 keep.append(row)
         return keep
 
-    def _emit_one(self, req: Request, token_id: int, sample: Any) -> FinishReason | None:
+    def _emit_one(self, req: Request, token_id: int, sample: Any, row: int) -> FinishReason | None:
         req.num_generated += 1
+        req.generated.append(token_id)
         if req.first_token is None:
             req.first_token = time.perf_counter()
         event, reason = req.output.process(token_id, _logprob(token_id, sample))
         req.stream.put(event)
         if reason is not None:
+            self._remember_whole(req, row)
             self._finish(req, reason)
         return reason
+
+    def _remember_whole(self, req: Request, row: int) -> None:
+        """Keep prompt + answer: the next turn of a conversation starts with both. The step
+        queued this round fed the last token in, so the batch's KV covers all of them."""
+        if self.prefix.enabled:
+            cache = [c.extract(row) for c in self.batch.caches] if self.batch.batched else self.batch.caches
+            self.prefix.remember_tokens(req.prompt_tokens + req.generated, cache)
 
     def _finish(self, req: Request, reason: FinishReason, error: BaseException | None = None) -> None:
         req.finished_at = time.perf_counter()

@@ -49,10 +49,10 @@ class PrefixReuse:
         req.prefix_blocks, req.cached_tokens = hit.blocks, hit.num_tokens
         req.cache, req.num_prefilled = self._cache_from(hit.blocks), hit.num_tokens
 
-    def remember(self, req: Request, cache: list[Any]) -> None:
-        """Keep the full blocks of a finished prompt (``cache``: its plain per-layer cache)."""
-        if self.enabled and req.prompt_len >= self.cache.block_size:
-            self.cache.insert(req.prompt_tokens, lambda start, end: _payload(cache, start, end))
+    def remember_tokens(self, tokens: list[int], cache: list[Any]) -> None:
+        """Keep the full blocks of ``tokens`` whose KV ``cache`` (plain, per layer) holds."""
+        if self.enabled and len(tokens) >= self.cache.block_size:
+            self.cache.insert(tokens, lambda start, end: _payload(cache, start, end))
 
     def forget(self, req: Request) -> None:
         if self.enabled and req.prefix_blocks:

@@ -38,6 +38,7 @@ class Request:
     first_sampled: float | None = None
     finished_at: float | None = None
     aborted: bool = False
+    generated: list[int] = field(default_factory=list)  # token ids emitted so far
     cached_tokens: int = 0  # prompt tokens served from the prefix cache
     prefix_blocks: tuple = ()  # prefix-cache blocks this request holds a reference on
 

@@ -61,7 +61,7 @@ def test_stats_and_clear(pair):
     stats = on.stats()["prefix_cache"]
     assert stats["enabled"] and stats["queries"] == 2 and stats["hits"] == 1 and stats["hit_tokens"] == 28
     assert stats["bytes"] > 0
-    assert on.clear_prefix_cache() == 7
+    assert on.clear_prefix_cache() == 9  # prompt and answer: 39 tokens, 9 full blocks
     assert on.stats()["prefix_cache"]["bytes"] == 0
     assert on.submit(SYSTEM, GREEDY).collect().usage.cached_tokens == 0
 
@@ -82,3 +82,12 @@ def test_a_tiny_budget_evicts_and_stays_correct():
         assert eng.stats()["prefix_cache"]["bytes"] <= 1 or eng.stats()["prefix_cache"]["evictions"] > 0
     finally:
         eng.shutdown()
+
+
+def test_the_next_turn_reuses_the_previous_answer_too(pair):
+    on, off = pair
+    first = on.submit(SYSTEM, GREEDY).collect()
+    turn2 = SYSTEM + list(first.token_ids) + [7, 8, 9]
+    got = on.submit(turn2, GREEDY).collect()
+    assert got.usage.cached_tokens == 36  # 29 prompt + 10 answer tokens: 9 full blocks
+    assert got.token_ids == off.submit(turn2, GREEDY).collect().token_ids
