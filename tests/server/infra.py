@@ -45,3 +45,19 @@ def idle(url: str) -> bool:
 def sse_data(lines) -> list[str]:
     """The data payloads of the SSE lines read so far."""
     return [line[len("data: "):] for line in lines if line.startswith("data: ")]
+
+
+def sse_events(url: str, body: dict) -> list[tuple[str | None, dict]]:
+    """POST ``body`` with streaming on and return the (event name, data) pairs received."""
+    import json
+
+    import httpx
+
+    out, name = [], None
+    with httpx.stream("POST", url, json=body, timeout=60) as r:
+        for line in r.iter_lines():
+            if line.startswith("event: "):
+                name = line[len("event: "):]
+            elif line.startswith("data: "):
+                out.append((name, json.loads(line[len("data: "):])))
+    return out

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 
 import anthropic
 import httpx
 import pytest
+from tests.server.infra import sse_events
 
 MODEL = "smollm2-135m"
 PARIS = [{"role": "user", "content": "What is the capital of France? Answer in one word."}]
@@ -37,14 +37,7 @@ def test_stream_gives_the_same_text_and_a_final_message(client):
 
 
 def _sse_events(base_url: str, body: dict) -> list[tuple[str, dict]]:
-    out, name = [], None
-    with httpx.stream("POST", f"{base_url}/v1/messages", json=body, timeout=60) as r:
-        for line in r.iter_lines():
-            if line.startswith("event: "):
-                name = line[len("event: "):]
-            elif line.startswith("data: "):
-                out.append((name, json.loads(line[len("data: "):])))
-    return out
+    return sse_events(f"{base_url}/v1/messages", body)
 
 
 def test_raw_sse_event_order(base_url):

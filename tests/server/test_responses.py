@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import json
 
-import httpx
 import openai
 import pytest
+from tests.server.infra import sse_events
 
 MODEL = "smollm2-135m"
 QUESTION = "What is the capital of France? Answer in one word."
@@ -43,14 +42,7 @@ def test_stream_gives_the_same_text(client):
 
 
 def _sse_events(base_url: str, body: dict) -> list[tuple[str, dict]]:
-    out, name = [], None
-    with httpx.stream("POST", f"{base_url}/v1/responses", json=body, timeout=60) as r:
-        for line in r.iter_lines():
-            if line.startswith("event: "):
-                name = line[len("event: "):]
-            elif line.startswith("data: "):
-                out.append((name, json.loads(line[len("data: "):])))
-    return out
+    return sse_events(f"{base_url}/v1/responses", body)
 
 
 def test_raw_stream_event_sequence(base_url):
