@@ -70,6 +70,7 @@ class Engine:
         self._thread.start()
         self._ready.wait()
         if self._load_error is not None:
+            self._join_thread(10.0)
             raise self._load_error
         return self
 
@@ -89,6 +90,11 @@ class Engine:
     def shutdown(self, timeout: float = 10.0) -> None:
         if self._thread is not None and self._thread.is_alive():
             self._inbox.put(("stop", None))
+        self._join_thread(timeout)
+
+    def _join_thread(self, timeout: float) -> None:
+        """Wait for the engine's OS thread to be gone (see ``_wait_for_native_exit``)."""
+        if self._thread is not None:
             self._thread.join(timeout)
             _wait_for_native_exit(self._thread.native_id, timeout)
 
