@@ -11,7 +11,7 @@ _mlxctl_options() {
     case "$1" in
         mlxctl) echo '--debug --version --help' ;;
         'mlxctl run') echo '--model -m --system -s --raw --max-tokens -n --temperature -t --top-p --top-k --min-p --repetition-penalty --presence-penalty --frequency-penalty --seed --stop --ignore-eos --logprobs --dtype --load-format --moe-top-k --json --verbose -v --help' ;;
-        'mlxctl serve') echo '--model -m --host --port -p --served-model-name --dtype --load-format --moe-top-k --max-num-seqs --prefill-chunk --max-waiting --stream-interval --api-key --api-key-file --auth-health --no-auth-health --cors-origin --rate-limit --max-body-mb --request-timeout --drain-grace --log-format --prefix-cache --no-prefix-cache --prefix-cache-gb --prefix-block-size --help' ;;
+        'mlxctl serve') echo '--model -m --host --port -p --served-model-name --dtype --load-format --moe-top-k --max-num-seqs --prefill-chunk --max-waiting --stream-interval --api-key --api-key-file --auth-health --no-auth-health --cors-origin --rate-limit --max-body-mb --request-timeout --drain-grace --log-format --prefix-cache --no-prefix-cache --prefix-cache-gb --prefix-block-size --prefix-cache-bits --cache-dir --cache-dir-gb --warm-prompts --warm-prompts-concurrency --help' ;;
         'mlxctl bench-serve') echo '--url --endpoint --model -m --api-key --prompt-tokens --output-tokens --concurrency -c --request-rate --num-requests -n --warmup --repeats --slo --ignore-eos --no-ignore-eos --timeout --seed --workload --json --csv --help' ;;
         'mlxctl chat') echo '--model -m --help' ;;
         'mlxctl embed') echo '--model -m --json --help' ;;
@@ -31,7 +31,7 @@ _mlxctl_options() {
 _mlxctl_value_options() {
     case "$1" in
         'mlxctl run') echo '--model -m --system -s --max-tokens -n --temperature -t --top-p --top-k --min-p --repetition-penalty --presence-penalty --frequency-penalty --seed --stop --logprobs --dtype --load-format --moe-top-k' ;;
-        'mlxctl serve') echo '--model -m --host --port -p --served-model-name --dtype --load-format --moe-top-k --max-num-seqs --prefill-chunk --max-waiting --stream-interval --api-key --api-key-file --cors-origin --rate-limit --max-body-mb --request-timeout --drain-grace --log-format --prefix-cache-gb --prefix-block-size' ;;
+        'mlxctl serve') echo '--model -m --host --port -p --served-model-name --dtype --load-format --moe-top-k --max-num-seqs --prefill-chunk --max-waiting --stream-interval --api-key --api-key-file --cors-origin --rate-limit --max-body-mb --request-timeout --drain-grace --log-format --prefix-cache-gb --prefix-block-size --prefix-cache-bits --cache-dir --cache-dir-gb --warm-prompts --warm-prompts-concurrency' ;;
         'mlxctl bench-serve') echo '--url --endpoint --model -m --api-key --prompt-tokens --output-tokens --concurrency -c --request-rate --num-requests -n --warmup --repeats --slo --timeout --seed --workload --csv' ;;
         'mlxctl chat') echo '--model -m' ;;
         'mlxctl embed') echo '--model -m' ;;

@@ -34,6 +34,11 @@ GraceOpt = Annotated[float, typer.Option("--drain-grace", metavar="SECONDS", min
 PrefixOpt = Annotated[bool, typer.Option("--prefix-cache/--no-prefix-cache", help="Reuse the KV of prompt prefixes seen before.")]
 PrefixGbOpt = Annotated[float, typer.Option("--prefix-cache-gb", metavar="GB", min=0.0, help="Memory for cached prefix blocks; 0: a tenth of RAM, at most 4 GiB.")]
 BlockOpt = Annotated[int, typer.Option("--prefix-block-size", metavar="N", min=1, help="Tokens per prefix-cache block.")]
+BitsOpt = Annotated[int, typer.Option("--prefix-cache-bits", metavar="BITS", help="Keep cached prefix blocks quantised to 8 or 4 bits (smaller, not bit-exact); 0: as computed.")]
+CacheDirOpt = Annotated[Optional[Path], typer.Option("--cache-dir", metavar="DIR", show_default=False, help="Spill evicted prefix blocks to this directory and reuse them across restarts.")]
+CacheDirGbOpt = Annotated[float, typer.Option("--cache-dir-gb", metavar="GB", min=0.0, help="Size cap of --cache-dir; 0: a tenth of the free disk, at most 20 GiB.")]
+WarmOpt = Annotated[Optional[Path], typer.Option("--warm-prompts", metavar="FILE", show_default=False, help="Prefill these prompts at start (JSON list or lines: system-prompt strings, {messages} or {prompt}).")]
+WarmNOpt = Annotated[int, typer.Option("--warm-prompts-concurrency", metavar="N", min=1, help="Warm prompts prefilled at once.")]
 LogOpt = Annotated[str, typer.Option("--log-format", metavar="FORMAT", help="Request log lines on stderr: human or json.")]
 
 
@@ -62,6 +67,11 @@ def serve(
     prefix_cache: PrefixOpt = True,
     prefix_cache_gb: PrefixGbOpt = 0.0,
     prefix_block_size: BlockOpt = 64,
+    prefix_cache_bits: BitsOpt = 0,
+    cache_dir: CacheDirOpt = None,
+    cache_dir_gb: CacheDirGbOpt = 0.0,
+    warm_prompts: WarmOpt = None,
+    warm_prompts_concurrency: WarmNOpt = 2,
 ) -> None:
     """Serve a model over OpenAI- and Anthropic-compatible HTTP APIs.
 
@@ -72,16 +82,26 @@ def serve(
     from mlxctl.engine.prefix_config import PrefixConfig
     from mlxctl.server.settings import ServeSettings
 
+    from mlxctl.server.warm import load_warm_prompts
+
     if log_format not in LOG_FORMATS:
         raise BadInputError(f"unknown log format {log_format!r}", hint="use human or json")
+    if prefix_cache_bits not in (0, 4, 8):
+        raise BadInputError(f"--prefix-cache-bits must be 0, 4 or 8, got {prefix_cache_bits}")
+    if (cache_dir or warm_prompts) and not prefix_cache:
+        raise BadInputError("--cache-dir and --warm-prompts need the prefix cache", hint="drop --no-prefix-cache")
+    warm = tuple(load_warm_prompts(warm_prompts)) if warm_prompts else ()
     settings = ServeSettings(
         host=host, port=port, model_name=served_model_name or default_name(model),
         api_key=read_api_key(api_key, api_key_file, _from_flag(ctx, "api_key")), auth_health=auth_health,
         cors_origins=tuple(cors_origin or ()), max_body_bytes=int(max_body_mb * 1024 * 1024),
         rate_limit_per_minute=rate_limit, max_waiting=max_waiting, request_timeout_s=request_timeout,
         stream_interval=stream_interval, drain_grace_s=drain_grace, log_format=log_format,
+        warm_prompts=warm, warm_prompts_concurrency=warm_prompts_concurrency,
     )
-    prefix = PrefixConfig(enabled=prefix_cache, block_size=prefix_block_size, max_bytes=int(prefix_cache_gb * (1 << 30)))
+    prefix = PrefixConfig(enabled=prefix_cache, block_size=prefix_block_size, max_bytes=int(prefix_cache_gb * (1 << 30)),
+                          bits=prefix_cache_bits, cache_dir=str(cache_dir) if cache_dir else None,
+                          disk_max_bytes=int(cache_dir_gb * (1 << 30)))
     _execute(output_for(ctx), model, (dtype, load_format, moe_top_k), settings, max_num_seqs, (prefill_chunk, prefix))
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 from concurrent.futures import Future
 import itertools
+import logging
 import os
 import queue
 import threading
@@ -26,6 +27,8 @@ from mlxctl.engine.sampling import SamplingParams
 from mlxctl.engine.scheduler import Scheduler, SchedulerConfig, resolve_auto
 from mlxctl.engine.streams import RequestStream
 from mlxctl.errors import EngineError, MlxctlError
+
+log = logging.getLogger("mlxctl.engine")
 
 
 @dataclass(frozen=True)
@@ -110,10 +113,11 @@ class Engine:
         return {"steps": self._steps, "batch_size": len(self.batch), "kv_bytes": self.batch.nbytes(),
                 "prefix_cache": prefix, **self.scheduler.snapshot()}
 
-    def clear_prefix_cache(self, timeout: float = 30.0) -> int:
-        """Drop every cached prefix block no request holds; returns how many went."""
+    def clear_prefix_cache(self, timeout: float = 30.0, *, disk: bool = False) -> int:
+        """Drop every cached prefix block no request holds (and the disk tier's blocks when
+        ``disk``); returns how many went."""
         done: Future = Future()
-        self._inbox.put(("clear_prefix_cache", done))
+        self._inbox.put(("clear_prefix_cache", (done, disk)))
         return done.result(timeout)
 
     # -- engine thread ------------------------------------------------------------------------
@@ -151,6 +155,10 @@ class Engine:
         self._fail_all(FinishReason.ABORT, None)
         import mlx.core as mx
 
+        try:
+            self.prefix.close()  # what is cached in memory goes to the disk tier, if any
+        except Exception:  # noqa: BLE001 - a cache that cannot be saved must not block shutdown
+            log.exception("could not save the prefix cache")
         mx.synchronize()  # a queued step still running in MLX at exit aborts the process
 
     def _drain_inbox(self, block: bool) -> bool:
@@ -174,7 +182,8 @@ class Engine:
         elif kind == "abort":
             self._abort(payload)
         elif kind == "clear_prefix_cache":
-            payload.set_result(self.prefix.clear())
+            done, disk = payload
+            done.set_result(self.prefix.clear(disk=disk))
 
     def _admit(self, req: Request) -> None:
         from mlxctl.engine.output import OutputProcessor

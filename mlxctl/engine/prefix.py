@@ -3,7 +3,9 @@
 Glue between the engine and the model-agnostic :class:`PrefixCache`: block payloads are the
 per-layer key/value slices of mlx-lm's plain ``KVCache``, copied out of a request's cache once
 its prompt is done and concatenated back into a fresh cache (through its public
-``update_and_fetch``) when a later prompt starts with the same tokens. Models whose caches are
+``update_and_fetch``) when a later prompt starts with the same tokens. Blocks can be kept
+quantised (8 or 4 bits, per group of the head dimension; a hit then restores an approximation,
+so the bit count is part of the fingerprint) and spill to a disk tier when evicted. Models whose caches are
 not plain KV caches (sliding windows, state-space layers) cannot be cut at a block boundary:
 for them reuse is off, and ``stats()`` says so.
 """
@@ -21,14 +23,68 @@ from mlx_lm.models.cache import KVCache, make_prompt_cache
 from mlxctl.engine.kv.prefix_cache import PrefixCache
 from mlxctl.engine.prefix_config import PrefixConfig
 from mlxctl.engine.request import Request
+from mlxctl.errors import BadInputError
 
 
 class KVBlockPayload:
-    """One block's keys and values for every layer."""
+    """One block's keys and values for every layer: per layer ``(keys, values)`` as arrays, or,
+    quantised, as ``(q, scales, biases)`` triples each."""
 
-    def __init__(self, layers: list[tuple[mx.array, mx.array]]):
-        self.layers = layers
-        self.nbytes = sum(k.nbytes + v.nbytes for k, v in layers)
+    def __init__(self, layers: list[tuple[Any, Any]], bits: int = 0, group_size: int = 0, dtype: Any = None):
+        self.layers, self.bits, self.group_size, self.dtype = layers, bits, group_size, dtype
+        self.nbytes = sum(a.nbytes for a in self._arrays())
+
+    def _arrays(self):
+        for pair in self.layers:
+            for part in pair:
+                yield from (part if isinstance(part, tuple) else (part,))
+
+    def layer(self, i: int) -> tuple[mx.array, mx.array]:
+        keys, values = self.layers[i]
+        if not self.bits:
+            return keys, values
+        return tuple(mx.dequantize(*part, group_size=self.group_size, bits=self.bits).astype(self.dtype)
+                     for part in (keys, values))
+
+    def to_arrays(self) -> dict[str, mx.array]:
+        """Flat names for a safetensors file (the disk tier)."""
+        out = {}
+        for i, (keys, values) in enumerate(self.layers):
+            for name, part in (("k", keys), ("v", values)):
+                if isinstance(part, tuple):
+                    out |= {f"{i}.{name}.q": part[0], f"{i}.{name}.scales": part[1], f"{i}.{name}.biases": part[2]}
+                else:
+                    out[f"{i}.{name}"] = part
+        return out
+
+    @classmethod
+    def from_arrays(cls, arrays: dict[str, mx.array], num_layers: int, bits: int, group_size: int, dtype: Any):
+        def part(i, name):
+            if bits:
+                return tuple(arrays[f"{i}.{name}.{p}"] for p in ("q", "scales", "biases"))
+            return arrays[f"{i}.{name}"]
+
+        return cls([(part(i, "k"), part(i, "v")) for i in range(num_layers)], bits, group_size, dtype)
+
+
+class _DiskGlue:
+    """The disk tier as the prefix cache's lower tier: payloads to and from flat arrays."""
+
+    def __init__(self, disk: Any, reuse: "PrefixReuse"):
+        self.disk, self.reuse = disk, reuse
+
+    def load(self, block_hash: bytes, parent: bytes | None, tokens: tuple[int, ...]) -> KVBlockPayload | None:
+        found = self.disk.get(block_hash, tokens)
+        if found is None or found.parent != parent:
+            return None
+        r = self.reuse
+        try:
+            return KVBlockPayload.from_arrays(found.arrays, r.num_layers, r.bits, r.group_size, r.dtype)
+        except KeyError:  # a file of another layout: never served
+            return None
+
+    def store(self, block: Any) -> None:
+        self.disk.put(block.hash, block.parent, block.tokens, block.payload.to_arrays())
 
 
 class PrefixReuse:
@@ -36,8 +92,26 @@ class PrefixReuse:
         self.model = loaded.model
         self.reason = _unsupported_reason(self.model) if config.enabled else "disabled"
         self.enabled = self.reason is None
-        budget = config.max_bytes or default_budget()
-        self.cache = PrefixCache(config.block_size, budget, fingerprint(loaded)) if self.enabled else None
+        self.bits, self.group_size, self.dtype, self.num_layers = config.bits, 0, None, 0
+        self.disk = None
+        self.cache = None
+        if not self.enabled:
+            return
+        cache = make_prompt_cache(self.model)
+        self.num_layers = len(cache)
+        self.dtype, head_dim = _kv_shape(self.model, cache)
+        if self.bits:
+            self.group_size = next((g for g in (64, 32) if head_dim % g == 0), 0)
+            if not self.group_size:
+                raise BadInputError(f"cannot quantise cached KV: head dimension {head_dim} is not a multiple of 32")
+        fp = fingerprint(loaded) + (f"|kv{self.bits}bit" if self.bits else "")
+        lower = None
+        if config.cache_dir:
+            from mlxctl.engine.kv.disk import DiskTier
+
+            self.disk = DiskTier(config.cache_dir, config.disk_max_bytes or default_disk_budget(config.cache_dir), fp)
+            lower = _DiskGlue(self.disk, self)
+        self.cache = PrefixCache(config.block_size, config.max_bytes or default_budget(), fp, lower=lower)
 
     def attach(self, req: Request) -> None:
         """Start ``req`` from the longest cached prefix of its prompt (never the last token)."""
@@ -52,32 +126,55 @@ class PrefixReuse:
     def remember_tokens(self, tokens: list[int], cache: list[Any]) -> None:
         """Keep the full blocks of ``tokens`` whose KV ``cache`` (plain, per layer) holds."""
         if self.enabled and len(tokens) >= self.cache.block_size:
-            self.cache.insert(tokens, lambda start, end: _payload(cache, start, end))
+            self.cache.insert(tokens, lambda start, end: self._payload(cache, start, end))
 
     def forget(self, req: Request) -> None:
         if self.enabled and req.prefix_blocks:
             self.cache.release(req.prefix_blocks)
             req.prefix_blocks = ()
 
-    def clear(self) -> int:
-        return self.cache.clear() if self.enabled else 0
+    def clear(self, disk: bool = False) -> int:
+        """Drop the unreferenced blocks in memory (and every block on disk when ``disk``)."""
+        if not self.enabled:
+            return 0
+        return self.cache.clear() + (self.disk.clear() if disk and self.disk is not None else 0)
+
+    def close(self) -> None:
+        """Keep what is in memory on disk too, so a restart finds it."""
+        if self.enabled and self.disk is not None:
+            self.cache.persist()
+            self.disk.close()
 
     def stats(self) -> dict:
-        return {"enabled": self.enabled, "reason": self.reason} | (self.cache.stats() if self.enabled else {})
+        if not self.enabled:
+            return {"enabled": False, "reason": self.reason}
+        disk = self.disk.stats() if self.disk is not None else {}
+        return {"enabled": True, "reason": None, "bits": self.bits} | self.cache.stats() | disk
 
     def _cache_from(self, blocks) -> list[Any]:
         cache = make_prompt_cache(self.model)
         for i, layer in enumerate(cache):
-            keys = mx.concatenate([b.payload.layers[i][0] for b in blocks], axis=2)
-            values = mx.concatenate([b.payload.layers[i][1] for b in blocks], axis=2)
+            parts = [b.payload.layer(i) for b in blocks]
+            keys = mx.concatenate([k for k, _ in parts], axis=2)
+            values = mx.concatenate([v for _, v in parts], axis=2)
             layer.update_and_fetch(keys, values)
         return cache
 
+    def _payload(self, cache: list[Any], start: int, end: int) -> KVBlockPayload:
+        layers = [(mx.contiguous(c.keys[..., start:end, :]), mx.contiguous(c.values[..., start:end, :])) for c in cache]
+        if self.bits:
+            layers = [tuple(tuple(mx.quantize(a, group_size=self.group_size, bits=self.bits)) for a in pair)
+                      for pair in layers]
+        payload = KVBlockPayload(layers, self.bits, self.group_size, self.dtype)
+        mx.eval(list(payload._arrays()))
+        return payload
 
-def _payload(cache: list[Any], start: int, end: int) -> KVBlockPayload:
-    layers = [(mx.contiguous(c.keys[..., start:end, :]), mx.contiguous(c.values[..., start:end, :])) for c in cache]
-    mx.eval([a for pair in layers for a in pair])
-    return KVBlockPayload(layers)
+
+def _kv_shape(model: Any, cache: list[Any]) -> tuple[Any, int]:
+    """The KV dtype and head dimension, from one token through a throwaway cache."""
+    model(mx.array([[0]]), cache=cache)
+    keys = cache[0].keys
+    return keys.dtype, keys.shape[-1]
 
 
 def _unsupported_reason(model: Any) -> str | None:
@@ -93,6 +190,16 @@ def fingerprint(loaded: Any) -> str:
     dtype = str(params[0][1].dtype) if params else ""
     config = json.dumps(getattr(loaded, "config", {}) or {}, sort_keys=True, default=str)
     return hashlib.sha256(f"{loaded.name}|{dtype}|{config}".encode()).hexdigest()
+
+
+def default_disk_budget(directory: str) -> int:
+    """A tenth of the free space where the cache lives, at most 20 GiB."""
+    import shutil
+
+    path = os.path.abspath(os.path.expanduser(directory))
+    while not os.path.exists(path):
+        path = os.path.dirname(path)
+    return min(20 << 30, shutil.disk_usage(path).free // 10)
 
 
 def default_budget() -> int:

@@ -51,6 +51,8 @@ async def run_until_signal(app: web.Application) -> None:
     stop, force = asyncio.Event(), asyncio.Event()
     install_signals(stop, force)
     await until_loaded_or(stop, start_engine(app[ENGINE]))
+    if app[ENGINE].model is not None:
+        start_warmup(app)
     await stop.wait()
     await drain(app, force)
 
@@ -64,6 +66,20 @@ async def until_loaded_or(stop: asyncio.Event, load: asyncio.Future) -> None:
     if load.done():
         load.result()
         log.info("model loaded: ready for requests")
+
+
+def start_warmup(app: web.Application) -> None:
+    """Prefill the --warm-prompts in the background; requests are served meanwhile."""
+    from mlxctl.server.warm import WarmProgress, warm
+
+    settings, state = app[SETTINGS], app[STATE]
+    if not settings.warm_prompts:
+        return
+    state.warm = WarmProgress(total=len(settings.warm_prompts))
+    task = asyncio.ensure_future(warm(app[ENGINE], list(settings.warm_prompts), settings.warm_prompts_concurrency,
+                                      state.warm))
+    state.background.add(task)
+    task.add_done_callback(state.background.discard)
 
 
 def start_engine(engine) -> asyncio.Future:

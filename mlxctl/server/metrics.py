@@ -52,6 +52,18 @@ class Metrics:
         self.prefix_hits = self._make(Counter, "prefix_cache_hits", "Prompt tokens found in the prefix cache.")
         self.prefix_bytes = self._make(Gauge, "prefix_cache_bytes", "Bytes of KV blocks kept by the prefix cache.")
         self.prefix_blocks = self._make(Gauge, "prefix_cache_blocks", "KV blocks kept by the prefix cache.")
+        # engine-side totals, mirrored at each scrape (see set_engine)
+        self.engine_totals = {
+            key: self._make(Counter, name, doc) for key, name, doc in (
+                ("evictions", "prefix_cache_evictions", "Prefix-cache blocks evicted from memory."),
+                ("promoted_blocks", "prefix_cache_disk_hits", "Prefix-cache blocks read back from the disk tier."),
+                ("disk_writes", "prefix_cache_disk_writes", "Prefix-cache blocks written to the disk tier."),
+                ("disk_evictions", "prefix_cache_disk_evictions", "Prefix-cache blocks removed from the disk tier."),
+                ("disk_errors", "prefix_cache_disk_errors", "Damaged disk-tier blocks dropped instead of served."),
+            )}
+        self._seen: dict[str, float] = {}
+        self.prefix_disk_bytes = self._make(Gauge, "prefix_cache_disk_bytes", "Bytes of KV blocks in the disk tier.")
+        self.prefix_disk_blocks = self._make(Gauge, "prefix_cache_disk_blocks", "KV blocks in the disk tier.")
 
     def _gauges(self) -> None:
         self.running = self._make(Gauge, "num_requests_running", "Requests prefilling or decoding.")
@@ -98,6 +110,13 @@ class Metrics:
         prefix = stats.get("prefix_cache") or {}
         self.prefix_bytes.set(prefix.get("bytes", 0))
         self.prefix_blocks.set(prefix.get("blocks", 0))
+        self.prefix_disk_bytes.set(prefix.get("disk_bytes", 0))
+        self.prefix_disk_blocks.set(prefix.get("disk_blocks", 0))
+        for key, counter in self.engine_totals.items():
+            now = prefix.get(key, 0)
+            if now > self._seen.get(key, 0):
+                counter.inc(now - self._seen.get(key, 0))
+            self._seen[key] = now
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

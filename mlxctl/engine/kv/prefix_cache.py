@@ -9,6 +9,10 @@ cached block's parent is cached: nothing is ever left unreachable, and a referen
 ancestors stay. To keep that cheap, a chain is touched leaf first (``insert``, ``release``), so
 its root is the most recent: a shared system prompt outlives the conversations built on it.
 
+A lower tier (the disk, see ``disk.py``) can sit under the memory: evicted blocks are offered to
+it, and a lookup that runs out of memory blocks asks it for the next block of the chain, which is
+then promoted back into memory.
+
 Not thread-safe: the engine thread owns it.
 """
 
@@ -16,10 +20,18 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from mlxctl.engine.kv.block import Block, PrefixHit, chain_hash
 from mlxctl.engine.kv.pool import BlockPool
+
+
+class LowerTier(Protocol):
+    """Where evicted blocks go and lookups look next (the disk tier, through the engine's glue)."""
+
+    def load(self, block_hash: bytes, parent: bytes | None, tokens: tuple[int, ...]) -> Any | None: ...
+
+    def store(self, block: Block) -> None: ...
 
 
 def _check_int(name: str, value: object, minimum: int) -> None:
@@ -35,6 +47,7 @@ class PrefixCache:
         fingerprint: str = "",
         *,
         on_evict: Callable[[Block], None] | None = None,
+        lower: LowerTier | None = None,
     ) -> None:
         _check_int("block_size", block_size, 1)
         _check_int("max_bytes", max_bytes, 0)
@@ -42,8 +55,9 @@ class PrefixCache:
         self.max_bytes = max_bytes
         self.fingerprint = fingerprint  # weights, dtype, adapter: whatever changes the KV
         self._on_evict = on_evict  # e.g. the disk tier spilling a block before it goes
+        self._lower = lower
         self._pool = BlockPool()
-        self._counts = Counter(queries=0, hits=0, hit_tokens=0, inserted_blocks=0, evictions=0)
+        self._counts = Counter(queries=0, hits=0, hit_tokens=0, inserted_blocks=0, evictions=0, promoted_blocks=0)
 
     @property
     def bytes(self) -> int:
@@ -142,6 +156,15 @@ class PrefixCache:
             dropped += 1
         return dropped
 
+    def persist(self) -> int:
+        """Offer every cached block to the lower tier (at shutdown); returns how many."""
+        if self._lower is None:
+            return 0
+        blocks = list(self._pool)
+        for block in blocks:
+            self._lower.store(block)
+        return len(blocks)
+
     def _fp(self, fingerprint: str | None) -> str:
         return self.fingerprint if fingerprint is None else fingerprint
 
@@ -153,11 +176,22 @@ class PrefixCache:
     def _walk(self, tokens: Sequence[int], fingerprint: str | None) -> Iterator[Block]:
         parent = None
         for _, chunk in self._chunks(tokens):
-            block = self._pool.get(chain_hash(parent, chunk, self._fp(fingerprint)))
+            h = chain_hash(parent, chunk, self._fp(fingerprint))
+            block = self._pool.get(h) or self._promote(h, parent, chunk)
             if block is None or block.tokens != chunk:
                 return
             yield block
             parent = block.hash
+
+    def _promote(self, h: bytes, parent: bytes | None, chunk: tuple[int, ...]) -> Block | None:
+        """The block from the lower tier, back in memory; None when it is not there."""
+        if self._lower is None:
+            return None
+        payload = self._lower.load(h, parent, chunk)
+        if payload is None:
+            return None
+        self._counts["promoted_blocks"] += 1
+        return self._pool.add(h, parent, chunk, payload)
 
     def _add(self, h: bytes, parent: bytes | None, chunk: tuple[int, ...], payload: Any) -> Block:
         self._counts["inserted_blocks"] += 1
@@ -168,5 +202,7 @@ class PrefixCache:
         while self.bytes > self.max_bytes and (victim := self._pool.lru_free_leaf()) is not None:
             self._pool.remove(victim)
             self._counts["evictions"] += 1
+            if self._lower is not None:
+                self._lower.store(victim)
             if self._on_evict is not None:
                 self._on_evict(victim)

@@ -21,6 +21,7 @@ async def status(request: web.Request) -> web.Response:
         "engine": {**stats, "num_waiting": len(stats["waiting"]),
                    "num_running": len(stats["running"]) + len(stats["prefilling"])},
         "memory": memory() if engine.model is not None else {},
+        "warm_prompts": state.warm.as_dict() if state.warm is not None else None,
     })
 
 
