@@ -5,6 +5,9 @@
 
 1. TTFT of a request whose first ~N tokens were seen before, against the same request cold
    (cache cleared), alternating, median of 3; and whether the greedy outputs are identical.
+3. (--disk) The same long prompt across a restart: cold in one engine with a --cache-dir, then
+   the first request of a fresh engine on that directory (blocks read back from disk), then
+   again from memory; median of 3 with fresh directories; greedy identical or not.
 2. A multi-turn conversation (system prompt, then user/assistant turns, each prompt the
    whole history) replayed turn by turn: of the prompt tokens shared with the previous turn's
    prompt and answer, the share actually served from the cache.
@@ -32,6 +35,8 @@ def parse() -> argparse.Namespace:
     p.add_argument("--prefix-tokens", type=int, default=2000)
     p.add_argument("--turns", type=int, default=6)
     p.add_argument("--json", action="store_true")
+    p.add_argument("--disk", action="store_true", help="also measure reuse across a restart from a disk tier")
+    p.add_argument("--bits", type=int, default=0, help="quantise cached blocks (8 or 4) in every part")
     return p.parse_args()
 
 
@@ -77,6 +82,33 @@ def conversation(engine, tok, turns: int) -> dict:
             "share": served / shared if shared else 0.0}
 
 
+def disk_restart(loaded, prefix_tokens: int, bits: int) -> dict:
+    import tempfile
+
+    from mlxctl.api.prompt import render_chat
+    from mlxctl.engine.engine import Engine, EngineConfig
+    from mlxctl.engine.prefix_config import PrefixConfig
+
+    tok = loaded.tokenizer
+    system = SYSTEM * max(1, prefix_tokens // len(tok.encode(SYSTEM)))
+    prompt = render_chat(tok, [{"role": "system", "content": system}, {"role": "user", "content": QUESTIONS[0]}])
+    cold, disk, memory, same, cached = [], [], [], True, 0
+    for _ in range(3):
+        with tempfile.TemporaryDirectory() as tmp:
+            cfg = EngineConfig(prefix=PrefixConfig(cache_dir=tmp, bits=bits))
+            with Engine(lambda: loaded, cfg) as first:
+                c_t, c_ids, _ = ttft(first, prompt)
+            with Engine(lambda: loaded, cfg) as second:
+                d_t, d_ids, cached = ttft(second, prompt)
+                m_t, _, _ = ttft(second, prompt)
+        cold.append(c_t), disk.append(d_t), memory.append(m_t)
+        same &= c_ids == d_ids
+    med = statistics.median
+    return {"prompt_tokens": len(prompt), "cached_tokens": cached, "ttft_cold_s": med(cold),
+            "ttft_after_restart_from_disk_s": med(disk), "ttft_from_memory_s": med(memory),
+            "disk_over_cold": med(disk) / med(cold), "greedy_identical_after_restart": same}
+
+
 def common_prefix(a, b) -> int:
     n = 0
     for x, y in zip(a, b):
@@ -91,11 +123,16 @@ def main() -> int:
     from mlxctl.engine.engine import Engine
     from mlxctl.generation import model_loader
 
+    from mlxctl.engine.engine import EngineConfig
+    from mlxctl.engine.prefix_config import PrefixConfig
+
     loaded = model_loader(args.model, args.dtype, None, args.load_format)()
-    with Engine(lambda: loaded) as engine:
-        result = {"model": loaded.name, "block_size": engine.prefix.cache.block_size,
+    with Engine(lambda: loaded, EngineConfig(prefix=PrefixConfig(bits=args.bits))) as engine:
+        result = {"model": loaded.name, "block_size": engine.prefix.cache.block_size, "bits": args.bits,
                   "cold_vs_warm": cold_vs_warm(engine, loaded.tokenizer, args.prefix_tokens),
                   "conversation": conversation(engine, loaded.tokenizer, args.turns)}
+    if args.disk:
+        result["disk_restart"] = disk_restart(loaded, args.prefix_tokens, args.bits)
     print(json.dumps(result, indent=2))
     return 0
 

@@ -1,0 +1,114 @@
+"""A small MCP server for the hub's tests.
+
+``python calc.py`` serves over stdio; ``python calc.py --http PORT [--require-header NAME=VALUE]``
+serves streamable HTTP at ``http://127.0.0.1:PORT/mcp`` (answering 401 to requests without the
+header, when one is required). Works with the ``mcp`` SDK 2.x (``MCPServer``) and 1.x (``FastMCP``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import os
+
+try:  # mcp 2.x
+    from mcp.server.mcpserver import Image
+    from mcp.server.mcpserver import MCPServer as _Server
+
+    _V2 = True
+except ImportError:  # mcp 1.x
+    from mcp.server.fastmcp import FastMCP as _Server
+    from mcp.server.fastmcp import Image
+
+    _V2 = False
+
+# A 1x1 transparent PNG.
+_PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII="
+)
+
+server = _Server("calc")
+
+
+@server.tool()
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+@server.tool()
+async def slow(seconds: float) -> str:
+    """Sleep for the given number of seconds, then say so."""
+    await asyncio.sleep(seconds)
+    return f"slept {seconds}"
+
+
+@server.tool()
+def boom(message: str = "kaboom") -> str:
+    """Always fails."""
+    raise ValueError(message)
+
+
+@server.tool()
+def getenv(name: str) -> str:
+    """Read one of the server's environment variables."""
+    return os.environ.get(name, "<unset>")
+
+
+@server.tool()
+def picture() -> list:
+    """A caption and a tiny image."""
+    return ["a tiny picture", Image(data=_PNG, format="png")]
+
+
+@server.tool()
+def crash() -> str:
+    """Kills the server mid-call (to test a lost connection)."""
+    os._exit(3)
+
+
+@server.tool(name="secret.read")
+def secret_read() -> str:
+    """A tool the tests keep off the allow-list."""
+    return "the secret"
+
+
+def _serve_http(port: int, require_header: str | None) -> None:
+    import uvicorn
+
+    if _V2:
+        app = server.streamable_http_app(host="127.0.0.1")
+    else:
+        server.settings.host = "127.0.0.1"
+        server.settings.port = port
+        app = server.streamable_http_app()
+
+    if require_header:
+        name, _, value = require_header.partition("=")
+        wanted = (name.lower().encode(), value.encode())
+        inner = app
+
+        async def app(scope, receive, send):
+            if scope["type"] == "http" and wanted not in list(scope.get("headers") or []):
+                await send({"type": "http.response.start", "status": 401, "headers": []})
+                await send({"type": "http.response.body", "body": b"missing header"})
+                return
+            await inner(scope, receive, send)
+
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--http", type=int, metavar="PORT")
+    parser.add_argument("--require-header", metavar="NAME=VALUE")
+    opts = parser.parse_args()
+    if opts.http:
+        _serve_http(opts.http, opts.require_header)
+    else:
+        server.run()
+
+
+if __name__ == "__main__":
+    main()
