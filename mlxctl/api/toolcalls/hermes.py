@@ -1,0 +1,70 @@
+"""Hermes / Qwen2.5 / Qwen3: ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``.
+
+Each call is a JSON object between ``<tool_call>`` and ``</tool_call>``; several calls are
+several blocks, with any text around them being content. Arguments stream as they arrive, once
+the name is complete. A block whose JSON is bad (or that is cut off by the end of the output) is
+released as content, markers included; a complete call object whose ``</tool_call>`` never came
+(the output ended) is accepted.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from mlxctl.api.toolcalls.base import ToolParser
+from mlxctl.api.toolcalls.jsonstream import CallObjectReader
+
+START = "<tool_call>"
+END = "</tool_call>"
+
+
+class HermesParser(ToolParser):
+    name: ClassVar[str] = "hermes"
+
+    def __init__(self, tools: list[dict] | None = None):
+        super().__init__(tools)
+        self._state = "text"  # text | call | close | skip
+        self._reader: CallObjectReader | None = None
+
+    def _process(self, final: bool) -> None:
+        while True:
+            if self._state == "text":
+                if self._scan((START,), final) is None:
+                    return
+                self._reader = CallObjectReader(self)
+                self._state = "call"
+            elif self._state == "call":
+                reader = self._reader
+                used = reader.feed(self._buf)
+                self._buf = self._buf[used:]
+                if reader.status == "done":
+                    self._state = "close"
+                elif reader.status == "error":
+                    self._emit_content(START + "".join(reader.raw))
+                    self._state = "skip"
+                elif final:
+                    self._emit_content(START + reader.abort() + self._buf)
+                    self._buf = ""
+                    return
+                else:
+                    return
+            elif self._state == "close":
+                if self._expect((END,), final) is False:
+                    return
+                self._state = "text"
+            else:  # skip: the rest of a malformed block, up to and including its end marker
+                marker = self._scan((END,), final)
+                if marker is None:
+                    return
+                self._emit_content(marker)
+                self._state = "text"
+
+    @classmethod
+    def forcing_grammar(cls, tools: list[dict], name: str | None = None) -> str:
+        """An llguidance Lark grammar that forces at least one call in this format.
+
+        With ``name``, every call is of that tool; the arguments match the tool's JSON schema.
+        """
+        from mlxctl.api.toolcalls.grammar import hermes_grammar
+
+        return hermes_grammar(tools, name)

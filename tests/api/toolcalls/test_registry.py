@@ -1,0 +1,166 @@
+"""The registry: names, lookup, detection from chat templates, argument validation."""
+
+from __future__ import annotations
+
+import pytest
+
+from mlxctl.api.toolcalls import (
+    ToolCall,
+    ToolParser,
+    detect_parser,
+    get_parser,
+    names,
+    validate_arguments,
+)
+from mlxctl.errors import BadInputError
+
+from .helpers import TOOLS
+
+FORMATS = [
+    "hermes",
+    "qwen3_coder",
+    "llama3_json",
+    "mistral",
+    "pythonic",
+    "deepseek_v3",
+    "gpt_oss",
+    "glm4",
+    "gemma",
+    "kimi_k2",
+    "granite",
+]
+
+
+def test_names_and_lookup():
+    assert sorted(names()) == sorted(FORMATS)
+    for name in names():
+        cls = get_parser(name)
+        assert issubclass(cls, ToolParser) and cls.name == name
+
+
+def test_unknown_parser_names_the_known_ones():
+    with pytest.raises(BadInputError) as info:
+        get_parser("nope")
+    assert "nope" in str(info.value)
+    for name in FORMATS:
+        assert name in str(info.value)
+
+
+# Representative pieces of real chat templates (abridged).
+TEMPLATES = {
+    "hermes": (
+        "{%- if tools %}<|im_start|>system\n# Tools\n\nYou are provided with function signatures "
+        "within <tools></tools> XML tags:\n<tools>{% for tool in tools %}{{ tool | tojson }}"
+        "{% endfor %}</tools>\n\nFor each function call, return a json object with function name "
+        'and arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{"name": '
+        '<function-name>, "arguments": <args-json-object>}\n</tool_call><|im_end|>{% endif %}'
+    ),
+    "qwen3_coder": (
+        "{{- '<tool_call>\\n<function=' + tool_call.name + '>\\n' }}{%- for args_name, args_value "
+        "in tool_call.arguments|items %}{{- '<parameter=' + args_name + '>\\n' }}"
+        "{{- args_value }}{{- '\\n</parameter>\\n' }}{%- endfor %}{{- '</function>\\n</tool_call>' }}"
+    ),
+    "glm4": (
+        "{{- '<tool_call>' + tc.name -}}{% for k, v in _args.items() %}<arg_key>{{ k }}</arg_key>"
+        "<arg_value>{{ v | tojson(ensure_ascii=False) if v is not string else v }}</arg_value>"
+        "{% endfor %}</tool_call>{% endfor %}"
+    ),
+    "llama3_json": (
+        "{{- '<|start_header_id|>user<|end_header_id|>\\n\\n' -}}{{- \"Given the following functions, "
+        "please respond with a JSON for a function call with its proper arguments that best answers "
+        'the given prompt.\\n\\n" }}{{- \'Respond in the format {"name": function name, '
+        '"parameters": dictionary of argument name and its value}.\' }}'
+        "{%- if builtin_tools is defined %}{{- '<|python_tag|>' + tool_call.name }}{% endif %}"
+    ),
+    "mistral": (
+        "{%- if message.tool_calls %}{{- '[TOOL_CALLS]' }}{%- for tool_call in message.tool_calls %}"
+        "{{- tool_call.function.name + '[ARGS]' + tool_call.function.arguments|tojson }}"
+        "{%- endfor %}{%- endif %}{{- '[AVAILABLE_TOOLS]' + tools|tojson + '[/AVAILABLE_TOOLS]' }}"
+    ),
+    "pythonic": (
+        "{{- '<|header_start|>assistant<|header_end|>\\n\\n' -}}{%- if message.tool_calls %}"
+        "{{- '<|python_start|>[' }}{%- for tool_call in message.tool_calls %}{{ tool_call.function.name }}("
+        "{%- endfor %}{{- ')]<|python_end|>' }}{%- endif %}"
+    ),
+    "deepseek_v3": (
+        "{%- for tool in message['tool_calls'] %}{%- if not ns.is_first %}{{'<｜Assistant｜>"
+        "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>' + tool['type'] + '<｜tool▁sep｜>' + "
+        "tool['function']['name'] + '\\n' + '```json' + '\\n' + tool['function']['arguments'] + "
+        "'\\n' + '```' + '<｜tool▁call▁end｜>'}}{%- endif %}{%- endfor %}"
+    ),
+    "gpt_oss": (
+        '{{- "<|start|>assistant<|channel|>commentary to=" + "functions." + tool_call.name + '
+        '" <|constrain|>json<|message|>" + tool_call.arguments|tojson + "<|call|>" }}'
+        "{%- if add_generation_prompt %}<|start|>assistant{%- endif %}"
+    ),
+    "gemma": (
+        "{%- for tool_call in message['tool_calls'] -%}{{- '<|tool_call>call:' + "
+        "tool_call['function']['name'] + '{' -}}{%- for key, value in arguments | dictsort -%}"
+        "{{- key + ':' + format_argument(value, escape_keys=False) -}}{%- endfor -%}"
+        "{{- '}<tool_call|>' -}}{%- endfor -%}{%- macro format_argument(v) -%}<|\"|>{{ v }}<|\"|>"
+        "{%- endmacro -%}"
+    ),
+    "kimi_k2": (
+        "{%- if message['tool_calls'] -%}<|tool_calls_section_begin|>{%- for tool_call in "
+        "message['tool_calls'] -%}<|tool_call_begin|>{{ tool_call['id'] }}"
+        "<|tool_call_argument_begin|>{{ tool_call['function']['arguments'] }}<|tool_call_end|>"
+        "{%- endfor -%}<|tool_calls_section_end|>{%- endif -%}"
+    ),
+    "granite": (
+        "{%- if message['role'] == 'assistant_tool_call' %}{{- '<|start_of_role|>assistant"
+        "<|end_of_role|><|tool_call|>' + message['content'] + '<|end_of_text|>\\n' }}{%- endif %}"
+    ),
+}
+
+
+@pytest.mark.parametrize("expected", sorted(TEMPLATES))
+def test_detect_parser(expected):
+    assert detect_parser(TEMPLATES[expected]) == expected
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        None,
+        "",
+        "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}",
+        (
+            "{{ bos_token }}{% for m in messages %}<start_of_turn>{{ m.role }}\n{{ m.content }}"
+            "<end_of_turn>\n{% endfor %}"
+        ),
+    ],
+)
+def test_detect_parser_finds_nothing(template):
+    assert detect_parser(template) is None
+
+
+def _call(name, arguments):
+    return ToolCall(name=name, arguments=arguments, id="call_" + "a" * 24)
+
+
+def test_validate_accepts_good_arguments():
+    assert validate_arguments(_call("get_weather", '{"city": "Paris", "days": 3}'), TOOLS) is None
+    assert validate_arguments(_call("get_time", "{}"), TOOLS) is None
+    bare = [{"name": "f", "parameters": {"type": "object"}}]  # a bare function object is read too
+    assert validate_arguments(_call("f", '{"x": 1}'), bare) is None
+    no_schema = [{"type": "function", "function": {"name": "g"}}]
+    assert validate_arguments(_call("g", '{"anything": [1]}'), no_schema) is None
+
+
+@pytest.mark.parametrize(
+    "name, arguments, words",
+    [
+        ("get_weather", "{}", ["city", "required"]),
+        ("get_weather", '{"city": 5}', ["city", "string"]),
+        ("get_weather", '{"city": "x", "tags": ["a", 2]}', ["tags[1]", "string"]),
+        ("get_weather", '{"city": "x", "days": "two"}', ["days", "integer"]),
+        ("get_weather", "[1]", ["object"]),
+        ("get_weather", "{nope", ["JSON"]),
+        ("delete_all", "{}", ["unknown tool", "delete_all", "get_weather", "get_time"]),
+    ],
+)
+def test_validate_names_the_problem(name, arguments, words):
+    message = validate_arguments(_call(name, arguments), TOOLS)
+    assert message is not None and "\n" not in message
+    for word in words:
+        assert word in message, message
