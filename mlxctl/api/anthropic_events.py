@@ -17,20 +17,83 @@ def message_start(message_id: str, model: str, input_tokens: int) -> dict:
     return {"type": "message_start", "message": message}
 
 
-def content_block_start() -> dict:
-    return {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}
+def content_block_start(index: int = 0, block: dict | None = None) -> dict:
+    return {"type": "content_block_start", "index": index, "content_block": block or {"type": "text", "text": ""}}
 
 
 def ping() -> dict:
     return {"type": "ping"}
 
 
-def text_delta(text: str) -> dict:
-    return {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}}
+def text_delta(text: str, index: int = 0) -> dict:
+    return {"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": text}}
 
 
-def content_block_stop() -> dict:
-    return {"type": "content_block_stop", "index": 0}
+def thinking_delta(thinking: str, index: int) -> dict:
+    return {"type": "content_block_delta", "index": index, "delta": {"type": "thinking_delta", "thinking": thinking}}
+
+
+def signature_delta(index: int) -> dict:
+    """Our thinking is not signed; clients that echo thinking blocks back get an empty one."""
+    return {"type": "content_block_delta", "index": index, "delta": {"type": "signature_delta", "signature": ""}}
+
+
+def input_json_delta(partial: str, index: int) -> dict:
+    return {"type": "content_block_delta", "index": index, "delta": {"type": "input_json_delta", "partial_json": partial}}
+
+
+def content_block_stop(index: int = 0) -> dict:
+    return {"type": "content_block_stop", "index": index}
+
+
+class BlockStream:
+    """Split pieces (reasoning, text, tool-call deltas) -> content-block events, opening and
+    closing blocks as the kind of output changes: thinking, then text, then tool_use blocks."""
+
+    def __init__(self) -> None:
+        self.index = -1
+        self.kind: str | None = None  # the open block: "thinking", "text" or "tool_use:<call index>"
+        self.called = False
+
+    def feed(self, split) -> list[dict]:
+        out: list[dict] = []
+        if split.reasoning:
+            out += self._ensure("thinking", {"type": "thinking", "thinking": "", "signature": ""})
+            out.append(thinking_delta(split.reasoning, self.index))
+        if split.content:
+            out += self._ensure("text", {"type": "text", "text": ""})
+            out.append(text_delta(split.content, self.index))
+        for delta in split.calls:
+            kind = f"tool_use:{delta.index}"
+            if delta.id is not None:
+                from mlxctl.api.anthropic_translate import tool_use_id
+
+                self.called = True
+                out += self._ensure(kind, {"type": "tool_use", "id": tool_use_id(delta.id), "name": delta.name,
+                                           "input": {}})
+            if delta.arguments and self.kind == kind:
+                out.append(input_json_delta(delta.arguments, self.index))
+        return out
+
+    def close(self) -> list[dict]:
+        """Stop the open block (an empty text block when nothing was said at all)."""
+        out = [] if self.index >= 0 else self._ensure("text", {"type": "text", "text": ""})
+        return out + self._stop()
+
+    def _ensure(self, kind: str, block: dict) -> list[dict]:
+        if self.kind == kind:
+            return []
+        out = self._stop()
+        self.index += 1
+        self.kind = kind
+        return out + [content_block_start(self.index, block)]
+
+    def _stop(self) -> list[dict]:
+        if self.kind is None:
+            return []
+        out = [signature_delta(self.index)] if self.kind == "thinking" else []
+        self.kind = None
+        return out + [content_block_stop(self.index)]
 
 
 def message_delta(stop: tuple[str, str | None], output_tokens: int) -> dict:

@@ -1,9 +1,10 @@
 """Anthropic Messages API request bodies (POST /v1/messages, /v1/messages/count_tokens).
 
 Unknown fields are rejected (``extra="forbid"``) so the client learns we ignored nothing. Advisory
-fields (metadata, service_tier, cache_control, ...) are accepted and have no effect. Fields that
-change what the model should do and that we cannot honour yet (tools, extended thinking, MCP
-servers, containers) are declared only so that a request using them gets a 400 naming them.
+fields (metadata, service_tier, cache_control, ...) are accepted and have no effect. Tools,
+tool_choice, extended thinking and ``output_config.format`` are honoured (checked further in
+``chat_plan.py``); fields we cannot honour yet (MCP servers, containers) are declared only so
+that a request using them gets a 400 naming them.
 """
 
 from __future__ import annotations
@@ -30,10 +31,38 @@ class ImageBlock(_Strict):
     cache_control: dict[str, Any] | None = None
 
 
-ContentBlock = Annotated[TextBlock | ImageBlock, Field(discriminator="type")]
+class ToolUseBlock(_Strict):
+    type: Literal["tool_use"]
+    id: str
+    name: str
+    input: dict[str, Any]
+    cache_control: dict[str, Any] | None = None
 
 
-_BLOCK_TYPES = ("text", "image")
+class ToolResultBlock(_Strict):
+    type: Literal["tool_result"]
+    tool_use_id: str
+    content: str | list[TextBlock] | None = None
+    is_error: bool | None = None
+    cache_control: dict[str, Any] | None = None
+
+
+class ThinkingBlock(_Strict):
+    type: Literal["thinking"]
+    thinking: str
+    signature: str | None = None
+
+
+class RedactedThinkingBlock(_Strict):
+    type: Literal["redacted_thinking"]
+    data: str
+
+
+ContentBlock = Annotated[TextBlock | ImageBlock | ToolUseBlock | ToolResultBlock | ThinkingBlock | RedactedThinkingBlock,
+                         Field(discriminator="type")]
+
+
+_BLOCK_TYPES = ("text", "image", "tool_use", "tool_result", "thinking", "redacted_thinking")
 
 
 class Message(_Strict):
@@ -46,7 +75,7 @@ class Message(_Strict):
         for block in value if isinstance(value, list) else ():
             kind = block.get("type") if isinstance(block, dict) else None
             if kind not in _BLOCK_TYPES:
-                raise ValueError(f"content blocks of type {kind!r} are not supported yet (only 'text')")
+                raise ValueError(f"content blocks of type {kind!r} are not supported (use {', '.join(_BLOCK_TYPES)})")
         return value
 
 
@@ -58,24 +87,13 @@ def _refuse_when_set(value: Any, what: str) -> Any:
 
 class Thinking(_Strict):
     type: Literal["enabled", "disabled", "adaptive"]
-    budget_tokens: int | None = None
-
-    @field_validator("type")
-    @classmethod
-    def _not_enabled(cls, value: str) -> str:
-        if value == "enabled":
-            raise ValueError("extended thinking is not supported yet; omit it or use 'disabled'")
-        return value
+    budget_tokens: int | None = Field(default=None, ge=0)
+    display: str | None = None  # advisory
 
 
 class OutputConfig(_Strict):
-    effort: str | None = None  # advisory: there is no thinking budget to scale
-    format: dict[str, Any] | None = None
-
-    @field_validator("format")
-    @classmethod
-    def _no_format(cls, value: Any) -> Any:
-        return _refuse_when_set(value, "structured output formats")
+    effort: str | None = None  # passed to the chat template as reasoning_effort
+    format: dict[str, Any] | None = None  # {"type": "json_schema", "schema": {...}}
 
 
 class CountTokensRequest(_Strict):
@@ -89,12 +107,8 @@ class CountTokensRequest(_Strict):
     tool_choice: dict[str, Any] | None = None
     mcp_servers: list[Any] | None = None
     output_config: OutputConfig | None = None
+    output_format: dict[str, Any] | None = None  # the beta spelling of output_config.format
     cache_control: dict[str, Any] | None = None  # advisory
-
-    @field_validator("tools", "tool_choice")
-    @classmethod
-    def _no_tools(cls, value: Any) -> Any:
-        return _refuse_when_set(value, "tools and tool_choice")
 
     @field_validator("mcp_servers")
     @classmethod

@@ -5,6 +5,7 @@ The only module that speaks both the Anthropic wire vocabulary and the engine's.
 
 from __future__ import annotations
 
+import json
 import uuid
 from typing import Any
 
@@ -13,8 +14,22 @@ from mlxctl.api.anthropic_models import (
     ImageBlock,
     Message,
     MessagesRequest,
+    TextBlock,
+    ThinkingBlock,
+    ToolResultBlock,
+    ToolUseBlock,
 )
-from mlxctl.api.prompt import encode_text, render_chat
+from mlxctl.api.chat_plan import (
+    ChatPlan,
+    ModelFormats,
+    OutputFormat,
+    anthropic_choice,
+    anthropic_tools,
+    make_plan,
+)
+from mlxctl.api.chat_split import SplitResult, arguments_object
+from mlxctl.api.chat_plan import render_plan
+from mlxctl.api.prompt import encode_text
 from mlxctl.engine.events import FinishReason, Usage
 from mlxctl.engine.sampling import SamplingParams
 from mlxctl.errors import BadInputError, UnavailableError
@@ -24,12 +39,12 @@ def new_message_id() -> str:
     return f"msg_{uuid.uuid4().hex[:24]}"
 
 
-def _text_of(content: str | list, where: str) -> str:
-    if isinstance(content, str):
-        return content
+def _text_of(content: str | list | None, where: str) -> str:
+    if content is None or isinstance(content, str):
+        return content or ""
     if any(isinstance(block, ImageBlock) for block in content):
         raise BadInputError(f"{where}: image content is not supported yet")
-    return "\n".join(block.text for block in content)
+    return "\n".join(block.text for block in content if isinstance(block, TextBlock))
 
 
 def _system_text(req: CountTokensRequest) -> str | None:
@@ -38,24 +53,78 @@ def _system_text(req: CountTokensRequest) -> str | None:
     return "\n".join(block.text for block in req.system) or None
 
 
-def _chat_message(message: Message, index: int) -> dict[str, str]:
-    return {"role": message.role, "content": _text_of(message.content, f"messages.{index}.content")}
+def _chat_messages_of(message: Message, index: int) -> list[dict[str, Any]]:
+    """One Anthropic message as chat-template messages: tool results become tool messages,
+    tool_use blocks the assistant's tool_calls, thinking blocks its reasoning_content."""
+    where = f"messages.{index}.content"
+    if isinstance(message.content, str):
+        return [{"role": message.role, "content": message.content}]
+    results = [b for b in message.content if isinstance(b, ToolResultBlock)]
+    if results and message.role != "user":
+        raise BadInputError(f"{where}: tool_result blocks belong in user messages")
+    out: list[dict[str, Any]] = [{"role": "tool", "tool_call_id": b.tool_use_id,
+                                  "content": ("Error: " if b.is_error else "") + _text_of(b.content, where)}
+                                 for b in results]
+    rest = [b for b in message.content if not isinstance(b, ToolResultBlock)]
+    uses = [b for b in rest if isinstance(b, ToolUseBlock)]
+    if uses and message.role != "assistant":
+        raise BadInputError(f"{where}: tool_use blocks belong in assistant messages")
+    if not rest and results:
+        return out
+    turn: dict[str, Any] = {"role": message.role, "content": _text_of(rest, where)}
+    thinking = "".join(b.thinking for b in rest if isinstance(b, ThinkingBlock))
+    if thinking:
+        turn["reasoning_content"] = thinking
+    if uses:
+        turn["tool_calls"] = [{"id": b.id, "type": "function", "function": {"name": b.name, "arguments": b.input}}
+                              for b in uses]
+    return out + [turn]
 
 
-def chat_messages(req: CountTokensRequest) -> list[dict[str, str]]:
+def chat_messages(req: CountTokensRequest) -> list[dict[str, Any]]:
     """The conversation as chat-template messages, the system prompt first."""
     system = _system_text(req)
     head = [{"role": "system", "content": system}] if system else []
-    return head + [_chat_message(m, i) for i, m in enumerate(req.messages)]
+    return head + [m for i, msg in enumerate(req.messages) for m in _chat_messages_of(msg, i)]
 
 
-def prompt_tokens(tokenizer: Any, req: CountTokensRequest) -> list[int]:
-    """The prompt's token ids. A final assistant message is a prefill the reply continues."""
+def chat_plan(req: CountTokensRequest, formats: ModelFormats) -> ChatPlan:
+    tools = anthropic_tools(req.tools)
+    fmt = req.output_format or (req.output_config.format if req.output_config else None)
+    if req.output_format and req.output_config and req.output_config.format:
+        raise BadInputError("give output_config.format or output_format, not both")
+    output = None
+    if fmt is not None:
+        if fmt.get("type") != "json_schema" or not isinstance(fmt.get("schema"), dict):
+            raise BadInputError("output_config.format must be {\"type\": \"json_schema\", \"schema\": {...}}")
+        output = OutputFormat("json_schema", json.dumps(fmt["schema"]), True)
+    kwargs: dict[str, Any] = {}
+    budget = None
+    if req.thinking is not None:
+        kwargs["enable_thinking"] = req.thinking.type != "disabled"
+        if req.thinking.type == "enabled":
+            if formats.reasoning_parser is None:
+                raise BadInputError("thinking was enabled, but this model has no reasoning format")
+            budget = req.thinking.budget_tokens
+    if req.output_config and req.output_config.effort:
+        kwargs["reasoning_effort"] = req.output_config.effort
+    return make_plan(formats, tools, anthropic_choice(req.tool_choice, tools), output,
+                     template_kwargs=kwargs, thinking_budget=budget)
+
+
+def prompt_tokens(tokenizer: Any, req: CountTokensRequest, formats: ModelFormats | None = None) -> tuple[list[int], ChatPlan, bool]:
+    """The prompt's token ids, the plan, and whether the prompt opened thinking. A final
+    assistant message (text only) is a prefill the reply continues."""
+    formats = formats or ModelFormats()
+    plan = chat_plan(req, formats)
     messages = chat_messages(req)
-    if messages[-1]["role"] != "assistant":
-        return render_chat(tokenizer, messages)
-    prefill = messages.pop()["content"]
-    return render_chat(tokenizer, messages) + encode_text(tokenizer, prefill, special=False)
+    prefill = ""
+    if messages[-1]["role"] == "assistant" and not messages[-1].get("tool_calls"):
+        prefill = messages.pop()["content"]
+    tokens, opens = render_plan(tokenizer, plan, formats, messages)
+    if prefill:
+        tokens += encode_text(tokenizer, prefill, special=False)
+    return tokens, plan, opens and not prefill
 
 
 def sampling_params(req: MessagesRequest) -> SamplingParams:
@@ -68,12 +137,14 @@ def sampling_params(req: MessagesRequest) -> SamplingParams:
     )
 
 
-def stop_reason(reason: FinishReason, stop_string: str | None) -> tuple[str, str | None]:
+def stop_reason(reason: FinishReason, stop_string: str | None, called: bool = False) -> tuple[str, str | None]:
     """Anthropic's (stop_reason, stop_sequence) for a finished generation."""
     if reason is FinishReason.LENGTH:
         return "max_tokens", None
     if reason is not FinishReason.STOP:
         raise UnavailableError(f"the generation was stopped early ({reason.value})")
+    if called:
+        return "tool_use", None
     return ("stop_sequence", stop_string) if stop_string is not None else ("end_turn", None)
 
 
@@ -83,11 +154,28 @@ def usage_body(input_tokens: int, output_tokens: int, cache_read: int = 0) -> di
             "cache_creation_input_tokens": 0, "cache_read_input_tokens": cache_read}
 
 
-def message_body(message_id: str, model: str, text: str, stop: tuple[str, str | None], usage: Usage) -> dict:
-    """The non-streamed response: one text block."""
+def content_blocks(result: SplitResult) -> list[dict]:
+    """thinking, then text, then tool_use blocks (a text block even when empty, if nothing else)."""
+    blocks: list[dict] = []
+    if result.reasoning:
+        blocks.append({"type": "thinking", "thinking": result.reasoning, "signature": ""})
+    if result.content or not result.calls:
+        blocks.append({"type": "text", "text": result.content or ""})
+    blocks += [{"type": "tool_use", "id": tool_use_id(c.id), "name": c.name, "input": arguments_object(c.arguments)}
+               for c in result.calls]
+    return blocks
+
+
+def tool_use_id(call_id: str) -> str:
+    """Anthropic's id style for a parser's call id."""
+    return "toolu_" + call_id.removeprefix("call_")
+
+
+def message_body(message_id: str, model: str, result: SplitResult, stop: tuple[str, str | None], usage: Usage) -> dict:
+    """The non-streamed response."""
     return {
         "id": message_id, "type": "message", "role": "assistant", "model": model,
-        "content": [{"type": "text", "text": text}],
+        "content": content_blocks(result),
         "stop_reason": stop[0], "stop_sequence": stop[1],
         "usage": usage_body(usage.prompt_tokens, usage.completion_tokens, usage.cached_tokens),
     }

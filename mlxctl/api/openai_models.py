@@ -3,8 +3,9 @@
 Unknown fields are refused (``extra="forbid"``), so the 400 names them. Advisory fields that
 clients send by habit (``user``, ``metadata``, ``store``, ``service_tier``, ...) are accepted and
 have no effect. Fields we cannot honour yet are either left undeclared (refused as unknown) or
-declared only to accept their no-op values (``tools: []``, ``tool_choice: "none"``,
-``response_format: {"type": "text"}``); anything else is a 400 that names the field.
+declared only to accept their no-op values; anything else is a 400 that names the field.
+Tools, ``tool_choice``, ``response_format`` and reasoning are checked further in
+``chat_plan.py``, which knows the model's formats.
 """
 
 from __future__ import annotations
@@ -42,16 +43,39 @@ class TextPart(_Body):
     text: str
 
 
+class CalledFunction(_Body):
+    name: str
+    arguments: str  # JSON text, as the API sends it
+
+
+class MessageToolCall(_Body):
+    id: str
+    type: Literal["function"] = "function"
+    function: CalledFunction
+
+    @field_validator("function")
+    @classmethod
+    def _arguments_are_json(cls, value: CalledFunction) -> CalledFunction:
+        import json
+
+        try:
+            json.loads(value.arguments or "{}")
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"function.arguments of {value.name!r} is not valid JSON: {exc.msg}") from exc
+        return value
+
+
 class ChatMessage(_Body):
     """One message; ``developer`` is the newer name for ``system``."""
 
-    role: Literal["system", "developer", "user", "assistant"]
+    role: Literal["system", "developer", "user", "assistant", "tool"]
     content: str | list[TextPart] | None = None
     name: str | None = None
     reasoning_content: str | None = None  # assistant only; both spellings are accepted
     reasoning: str | None = None
     refusal: Any = None  # only null: clients echo back our own assistant messages
-    tool_calls: Any = None
+    tool_calls: list[MessageToolCall] | None = None  # assistant only
+    tool_call_id: str | None = None  # tool only
     function_call: Any = None
     audio: Any = None
     annotations: Any = None
@@ -65,7 +89,7 @@ class ChatMessage(_Body):
                 raise ValueError(f"content parts of type {kind!r} are not supported: text only")
         return value
 
-    @field_validator("refusal", "tool_calls", "function_call", "audio", "annotations")
+    @field_validator("refusal", "function_call", "audio", "annotations")
     @classmethod
     def _null_only(cls, value: Any, info: ValidationInfo) -> Any:
         if value not in (None, []):
@@ -76,6 +100,12 @@ class ChatMessage(_Body):
     def _role_rules(self) -> ChatMessage:
         if self.role != "assistant" and self.content is None:
             raise ValueError(f"a {self.role} message needs content")
+        if self.role != "assistant" and self.tool_calls:
+            raise ValueError("tool_calls are only allowed on assistant messages")
+        if self.role == "tool" and not self.tool_call_id:
+            raise ValueError("a tool message needs the tool_call_id it answers")
+        if self.role != "tool" and self.tool_call_id is not None:
+            raise ValueError("tool_call_id is only allowed on tool messages")
         if self.role != "assistant" and (self.reasoning_content or self.reasoning):
             raise ValueError("reasoning_content / reasoning are only allowed on assistant messages")
         return self
@@ -137,33 +167,17 @@ class ChatCompletionRequest(SamplingFields):
     service_tier: str | None = None
     safety_identifier: str | None = None
     prompt_cache_key: str | None = None
-    parallel_tool_calls: bool | None = None  # there are never tools to call in parallel
-    # accepted only with their no-op values
+    # tools, structured output and reasoning (checked in chat_plan.py)
     tools: list[Any] | None = None
     tool_choice: Any = None
+    parallel_tool_calls: bool | None = None  # several calls per turn are always allowed
     response_format: dict[str, Any] | None = None
+    structured_outputs: dict[str, Any] | None = None  # vLLM extension: json | regex | grammar | choice
+    reasoning_effort: Literal["none", "minimal", "low", "medium", "high"] | None = None
+    chat_template_kwargs: dict[str, Any] | None = None  # e.g. {"enable_thinking": false}
+    thinking_budget: int | None = Field(None, ge=0)  # extension: thinking tokens before it is closed
+    cache_salt: str | None = None  # extension: only requests with the same salt share cached prefixes
     modalities: list[str] | None = None
-
-    @field_validator("tools")
-    @classmethod
-    def _no_tools(cls, value: list | None) -> list | None:
-        if value:
-            raise ValueError("tool calling is not supported by mlxctl yet")
-        return value
-
-    @field_validator("tool_choice")
-    @classmethod
-    def _tool_choice_noop(cls, value: Any) -> Any:
-        if value not in (None, "none", "auto"):
-            _refuse("tool_choice", value)
-        return value
-
-    @field_validator("response_format")
-    @classmethod
-    def _text_format_only(cls, value: dict | None) -> dict | None:
-        if value is not None and value != {"type": "text"}:
-            _refuse("response_format.type", value.get("type"))
-        return value
 
     @field_validator("modalities")
     @classmethod

@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
+from mlxctl.api.chat_split import OutputSplitter, new_splitter
 from mlxctl.api.openai_logprobs import TokenBytes, chat_logprobs, legacy_logprobs
 from mlxctl.api.openai_pieces import Piece
 from mlxctl.engine.events import Usage
@@ -73,21 +74,77 @@ class OpenAIOutput:
 
 
 class ChatOutput(OpenAIOutput):
+    """Chat objects; with a plan, each choice's text is split into reasoning, content and tool
+    calls (``reasoning_content`` and ``reasoning`` both carry the reasoning)."""
+
     id_prefix, object, chunk_object = "chatcmpl", "chat.completion", "chat.completion.chunk"
 
-    def choice(self, index: int, piece: Piece) -> dict[str, Any]:
-        message = {"role": "assistant", "content": piece.text, "refusal": None}
-        return {"index": index, "message": message, "logprobs": chat_logprobs(self.tokens, piece.logprobs),
-                "finish_reason": piece.finish_reason}
+    def __init__(self, model: str, tokenizer: Any, include_usage: bool = False, plan: Any = None,
+                 reasoning_open: bool = False):
+        super().__init__(model, tokenizer, include_usage)
+        self.plan, self.reasoning_open = plan, reasoning_open
+        self._splitters: dict[int, OutputSplitter] = {}
+        self._called: set[int] = set()
 
-    def chunk_choice(self, index: int, piece: Piece) -> dict[str, Any]:
-        delta = {"content": piece.text} if piece.text or piece.finish_reason is None else {}
+    def splitter(self, index: int) -> OutputSplitter:
+        if index not in self._splitters:
+            self._splitters[index] = new_splitter(self.plan, self.reasoning_open)
+        return self._splitters[index]
+
+    def choice(self, index: int, piece: Piece) -> dict[str, Any]:
+        splitter = self.splitter(index)
+        splitter.feed(piece.text)
+        splitter.finish()
+        result = splitter.result()
+        message: dict[str, Any] = {"role": "assistant", "content": result.content, "refusal": None}
+        if result.reasoning is not None:
+            message |= {"reasoning_content": result.reasoning, "reasoning": result.reasoning}
+        if result.calls:
+            message["tool_calls"] = [{"id": c.id, "type": "function",
+                                      "function": {"name": c.name, "arguments": c.arguments}} for c in result.calls]
+        reason = "tool_calls" if result.calls and piece.finish_reason == "stop" else piece.finish_reason
+        return {"index": index, "message": message, "logprobs": chat_logprobs(self.tokens, piece.logprobs),
+                "finish_reason": reason}
+
+    def chunk(self, index: int, piece: Piece) -> dict[str, Any] | None:
+        choice = self.chunk_choice(index, piece)
+        return None if choice is None else self._chunk([choice])
+
+    def chunk_choice(self, index: int, piece: Piece) -> dict[str, Any] | None:
+        splitter = self.splitter(index)
+        split = splitter.feed(piece.text)
+        if piece.finish_reason is not None:
+            split.extend(splitter.finish())
+        delta: dict[str, Any] = {}
+        if split.reasoning:
+            delta |= {"reasoning_content": split.reasoning, "reasoning": split.reasoning}
+        if split.content or (splitter.passthrough and piece.finish_reason is None):
+            delta["content"] = split.content
+        if split.calls:
+            self._called.add(index)
+            delta["tool_calls"] = [_call_delta(d) for d in split.calls]
+        reason = piece.finish_reason
+        if reason == "stop" and index in self._called:
+            reason = "tool_calls"
+        if not delta and reason is None and not piece.logprobs:
+            return None  # text held back by a parser: nothing to send yet
         return {"index": index, "delta": delta, "logprobs": chat_logprobs(self.tokens, piece.logprobs),
-                "finish_reason": piece.finish_reason}
+                "finish_reason": reason}
 
     def opening(self, index: int, echo: str) -> dict[str, Any]:
         delta = {"role": "assistant", "content": ""}
         return self._chunk([{"index": index, "delta": delta, "logprobs": None, "finish_reason": None}])
+
+
+def _call_delta(d: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {"index": d.index}
+    if d.id is not None:
+        out |= {"id": d.id, "type": "function"}
+    fn: dict[str, Any] = {}
+    if d.name is not None:
+        fn["name"] = d.name
+    fn["arguments"] = d.arguments
+    return out | {"function": fn}
 
 
 class CompletionOutput(OpenAIOutput):

@@ -17,6 +17,18 @@ from mlxctl.api.openai_models import (
     CompletionRequest,
     SamplingFields,
 )
+from mlxctl.api.chat_plan import (
+    ChatPlan,
+    ModelFormats,
+    make_plan,
+    openai_choice,
+    openai_response_format,
+    openai_tools,
+    render_plan,
+    structured_outputs,
+    with_plan,
+)
+from mlxctl.api.chat_split import arguments_object
 from mlxctl.api.prompt import encode_text, render_chat
 from mlxctl.engine.sampling import SamplingParams
 from mlxctl.errors import BadInputError, ModelNotFoundError
@@ -30,6 +42,7 @@ class Job:
     tokens: list[int]
     params: SamplingParams
     echo: str = ""
+    reasoning_open: bool = False  # the prompt ends inside an open thinking block
 
 
 def check_model(name: str, served: tuple[str, ...]) -> None:
@@ -38,9 +51,27 @@ def check_model(name: str, served: tuple[str, ...]) -> None:
         raise ModelNotFoundError(f"The model '{name}' does not exist; this server serves '{served[0]}'")
 
 
-def chat_jobs(body: ChatCompletionRequest, tokenizer: Any) -> list[Job]:
-    tokens = render_chat(tokenizer, [template_message(m) for m in body.messages])
-    return fan_out([(tokens, "")], chat_params(body), body.n)
+def chat_jobs(body: ChatCompletionRequest, tokenizer: Any, formats: ModelFormats | None = None) -> tuple[list[Job], ChatPlan]:
+    formats = formats or ModelFormats()
+    plan = chat_plan(body, formats)
+    params = with_plan(chat_params(body), plan)
+    jobs, opens = render_plan(tokenizer, plan, formats, [template_message(m) for m in body.messages])
+    return [dataclasses.replace(j, reasoning_open=opens) for j in fan_out([(jobs, "")], params, body.n)], plan
+
+
+def chat_plan(body: ChatCompletionRequest, formats: ModelFormats) -> ChatPlan:
+    tools = openai_tools(body.tools)
+    fmt = openai_response_format(body.response_format)
+    extra = structured_outputs(body.structured_outputs)
+    if fmt is not None and extra is not None:
+        raise BadInputError("give response_format or structured_outputs, not both")
+    kwargs = dict(body.chat_template_kwargs or {})
+    if body.reasoning_effort is not None:
+        kwargs.setdefault("reasoning_effort", body.reasoning_effort)
+        kwargs.setdefault("enable_thinking", body.reasoning_effort != "none")
+    return make_plan(formats, tools, openai_choice(body.tool_choice, tools), fmt or extra,
+                     template_kwargs=kwargs, thinking_budget=body.thinking_budget,
+                     parallel=body.parallel_tool_calls is True)
 
 
 def completion_jobs(body: CompletionRequest, tokenizer: Any, vocab_size: int) -> list[Job]:
@@ -58,11 +89,18 @@ def choice_params(params: SamplingParams, choice: int) -> SamplingParams:
 
 
 def template_message(message: ChatMessage) -> dict[str, Any]:
-    """A message as chat templates expect it (developer -> system, text parts joined)."""
+    """A message as chat templates expect it (developer -> system, text parts joined, a call's
+    arguments as an object, as Hugging Face templates read them)."""
     out: dict[str, Any] = {"role": "system" if message.role == "developer" else message.role,
                            "content": message_text(message.content)}
     if message.name:
         out["name"] = message.name
+    if message.tool_calls:
+        out["tool_calls"] = [{"id": c.id, "type": "function",
+                              "function": {"name": c.function.name, "arguments": arguments_object(c.function.arguments)}}
+                             for c in message.tool_calls]
+    if message.tool_call_id:
+        out["tool_call_id"] = message.tool_call_id
     reasoning = message.reasoning_content or message.reasoning
     if reasoning:
         out["reasoning_content"] = reasoning  # used only by templates that render it

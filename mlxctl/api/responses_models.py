@@ -1,9 +1,10 @@
 """OpenAI Responses API request bodies (POST /v1/responses).
 
 Unknown fields are rejected (``extra="forbid"``). Advisory fields (metadata, user, service_tier,
-prompt caching hints, ...) are accepted and have no effect. Fields that would change the output and
-that we cannot honour yet (tools, reasoning, structured text formats, background mode, ...) get a
-400 that names them, never silent loss.
+prompt caching hints, ...) are accepted and have no effect. Function tools, tool_choice,
+reasoning and structured text formats are honoured (checked further in ``chat_plan.py``); fields
+that would change the output and that we cannot honour yet (built-in tools, background mode, ...)
+get a 400 that names them, never silent loss.
 """
 
 from __future__ import annotations
@@ -61,15 +62,44 @@ class MessageItem(_Strict):
         return _refuse_unknown_types(value, ("input_text", "output_text"), "content parts")
 
 
-class TextFormat(_Strict):
-    type: Literal["text", "json_schema", "json_object"]
+class FunctionCallItem(_Strict):
+    """A function call the model made, sent back as input."""
 
-    @field_validator("type")
-    @classmethod
-    def _plain_text(cls, value: str) -> str:
-        if value != "text":
-            raise ValueError(f"text format {value!r} is not supported yet (only 'text')")
-        return value
+    type: Literal["function_call"]
+    call_id: str
+    name: str
+    arguments: str
+    id: str | None = None
+    status: str | None = None
+
+
+class FunctionCallOutputItem(_Strict):
+    type: Literal["function_call_output"]
+    call_id: str
+    output: str | list[Any]
+    id: str | None = None
+    status: str | None = None
+
+
+class ReasoningItem(_Strict):
+    type: Literal["reasoning"]
+    id: str | None = None
+    summary: list[Any] = []
+    content: list[Any] | None = None
+    encrypted_content: str | None = None
+    status: str | None = None
+
+
+InputItem = Annotated[MessageItem | FunctionCallItem | FunctionCallOutputItem | ReasoningItem,
+                      Field(discriminator="type")]
+
+
+class TextFormat(BaseModel):
+    """``{"type": "text"}``, ``{"type": "json_object"}`` or ``{"type": "json_schema", "name",
+    "schema", "strict"}`` (checked in chat_plan.responses_text_format)."""
+
+    model_config = ConfigDict(extra="allow")
+    type: Literal["text", "json_schema", "json_object"]
 
 
 class TextConfig(_Strict):
@@ -77,9 +107,15 @@ class TextConfig(_Strict):
     verbosity: str | None = None  # advisory
 
 
+class Reasoning(_Strict):
+    effort: Literal["none", "minimal", "low", "medium", "high"] | None = None
+    summary: str | None = None  # advisory: reasoning is returned whole, not summarised
+    generate_summary: str | None = None  # advisory (older name)
+
+
 class ResponsesRequest(_Strict):
     model: str
-    input: str | list[MessageItem]
+    input: str | list[InputItem]
     instructions: str | None = None
     max_output_tokens: int | None = Field(default=None, ge=1)
     temperature: float | None = Field(default=None, ge=0, le=2)
@@ -99,10 +135,10 @@ class ResponsesRequest(_Strict):
     stream_options: dict[str, Any] | None = None
     parallel_tool_calls: bool | None = None
     max_tool_calls: int | None = None
-    # refused when set
     tools: list[Any] | None = None
     tool_choice: Any = None
-    reasoning: dict[str, Any] | None = None
+    reasoning: Reasoning | None = None
+    # refused when set
     include: list[str] | None = None
     top_logprobs: int | None = None
     background: bool | None = None
@@ -112,20 +148,13 @@ class ResponsesRequest(_Strict):
     @field_validator("input", mode="before")
     @classmethod
     def _known_items(cls, value: Any) -> Any:
-        return _refuse_unknown_types(value, ("message",), "input items")
+        for item in value if isinstance(value, list) else ():
+            if isinstance(item, dict) and "type" not in item:
+                item["type"] = "message"  # an easy input message: role and content only
+        return _refuse_unknown_types(value, ("message", "function_call", "function_call_output", "reasoning"),
+                                     "input items")
 
-    @field_validator("tool_choice")
-    @classmethod
-    def _no_forced_tool(cls, value: Any) -> Any:
-        return value if value in (None, "none", "auto") else _refuse_when_set(value, "tool_choice is")
-
-    @field_validator("reasoning")
-    @classmethod
-    def _no_reasoning(cls, value: dict | None) -> Any:
-        _refuse_when_set(value and any(v is not None for v in value.values()), "reasoning is")
-        return value
-
-    @field_validator("tools", "include", "top_logprobs", "background", "conversation", "prompt")
+    @field_validator("include", "top_logprobs", "background", "conversation", "prompt")
     @classmethod
     def _unsupported(cls, value: Any, info) -> Any:
         return _refuse_when_set(value, f"{info.field_name} is")

@@ -17,6 +17,25 @@ def text_part(text: str) -> dict:
     return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
 
 
+def reasoning_item(item_id: str, text: str | None) -> dict:
+    """A reasoning output item; ``text`` None while it streams."""
+    content = [] if text is None else [{"type": "reasoning_text", "text": text}]
+    return {"id": item_id, "type": "reasoning", "summary": [], "content": content}
+
+
+def function_call_item(item_id: str, call_id: str, name: str, arguments: str, status: str) -> dict:
+    return {"id": item_id, "type": "function_call", "status": status, "call_id": call_id, "name": name,
+            "arguments": arguments}
+
+
+def output_items(draft: "ResponseDraft", result, status: str) -> list[dict]:
+    """A finished choice (reasoning, content, calls) as output items, in that order."""
+    items = [reasoning_item(new_id("rs"), result.reasoning)] if result.reasoning else []
+    if result.content or not result.calls:
+        items.append(draft.message_item(result.content or "", status))
+    return items + [function_call_item(new_id("fc"), c.id, c.name, c.arguments, "completed") for c in result.calls]
+
+
 @dataclass
 class ResponseDraft:
     """One response being made: its ids and the request fields the response object echoes."""
@@ -38,10 +57,13 @@ class ResponseDraft:
             "id": self.id, "object": "response", "created_at": self.created_at, "status": status,
             "error": None, "incomplete_details": incomplete, "instructions": req.instructions,
             "max_output_tokens": req.max_output_tokens, "model": req.model, "output": output,
-            "parallel_tool_calls": False, "previous_response_id": req.previous_response_id,
-            "reasoning": {"effort": None, "summary": None}, "store": req.store,
-            "temperature": 1.0 if req.temperature is None else req.temperature,
-            "text": {"format": {"type": "text"}}, "tool_choice": "none", "tools": [],
+            "parallel_tool_calls": req.parallel_tool_calls is not False,
+            "previous_response_id": req.previous_response_id,
+            "reasoning": {"effort": req.reasoning.effort if req.reasoning else None, "summary": None},
+            "store": req.store, "temperature": 1.0 if req.temperature is None else req.temperature,
+            "text": {"format": req.text.format.model_dump() if req.text and req.text.format else {"type": "text"}},
+            "tool_choice": req.tool_choice if req.tool_choice is not None else ("auto" if req.tools else "none"),
+            "tools": list(req.tools or []),
             "top_p": 1.0 if req.top_p is None else req.top_p, "truncation": "disabled",
             "usage": usage, "user": req.user, "metadata": req.metadata or {},
         }

@@ -81,10 +81,15 @@ class Engine:
                loop: asyncio.AbstractEventLoop | None = None) -> RequestStream:
         """Queue a request; read its events from the returned stream (async when ``loop``)."""
         params.validate(self.vocab_size)
+        matcher = None
+        if params.constraint is not None:  # an invalid schema / regex / grammar fails here, unqueued
+            from mlxctl.engine.constraints import compile_constraint
+
+            matcher = compile_constraint(params.constraint, self.model.tokenizer).matcher(self.vocab_size)
         max_new = check_prompt(len(prompt_tokens), params.max_tokens, self.model.context_length)
         rid = request_id or f"req-{next(self._ids)}"
         stream = RequestStream(rid, self.abort, loop)
-        self._inbox.put(("add", Request(rid, list(prompt_tokens), params, stream, max_new)))
+        self._inbox.put(("add", Request(rid, list(prompt_tokens), params, stream, max_new, constraint=matcher)))
         return stream
 
     def abort(self, request_id: str) -> None:
@@ -284,12 +289,22 @@ class Engine:
         return keep
 
     def _emit_one(self, req: Request, token_id: int, sample: Any, row: int) -> FinishReason | None:
+        matcher = req.constraint  # advanced with this token when the step after it was queued
+        if matcher is not None and matcher.rejected:  # not part of a valid output: never emitted
+            self._finish(req, FinishReason.ERROR, EngineError(matcher.error))
+            return FinishReason.ERROR
         req.num_generated += 1
         req.generated.append(token_id)
         if req.first_token is None:
             req.first_token = time.perf_counter()
         event, reason = req.output.process(token_id, _logprob(token_id, sample))
         req.stream.put(event)
+        if matcher is not None and reason is not FinishReason.STOP:
+            if matcher.error is not None:  # a dead end: no token may follow this one
+                self._finish(req, FinishReason.ERROR, EngineError(matcher.error))
+                return FinishReason.ERROR
+            if matcher.done:  # the grammar is complete: only EOS could follow
+                reason = FinishReason.STOP
         if reason is not None:
             self._remember_whole(req, row)
             self._finish(req, reason)

@@ -117,16 +117,22 @@ class PrefixReuse:
         """Start ``req`` from the longest cached prefix of its prompt (never the last token)."""
         if not self.enabled:
             return
-        hit = self.cache.lookup(req.prompt_tokens[:-1])
+        hit = self.cache.lookup(req.prompt_tokens[:-1], fingerprint=self._fp(req))
         if hit.num_tokens == 0:
             return
         req.prefix_blocks, req.cached_tokens = hit.blocks, hit.num_tokens
         req.cache, req.num_prefilled = self._cache_from(hit.blocks), hit.num_tokens
 
-    def remember_tokens(self, tokens: list[int], cache: list[Any]) -> None:
-        """Keep the full blocks of ``tokens`` whose KV ``cache`` (plain, per layer) holds."""
+    def remember_tokens(self, tokens: list[int], cache: list[Any], salt: str = "") -> None:
+        """Keep the full blocks of ``tokens`` whose KV ``cache`` (plain, per layer) holds;
+        ``salt`` keys what the tokens do not show (media, tenant; see ``kv/media.py``)."""
         if self.enabled and len(tokens) >= self.cache.block_size:
-            self.cache.insert(tokens, lambda start, end: self._payload(cache, start, end))
+            fp = self.cache.fingerprint + ("|" + salt if salt else "")
+            self.cache.insert(tokens, lambda start, end: self._payload(cache, start, end), fingerprint=fp)
+
+    def _fp(self, req: Request) -> str:
+        salt = getattr(req, "cache_salt", "")
+        return self.cache.fingerprint + ("|" + salt if salt else "")
 
     def forget(self, req: Request) -> None:
         if self.enabled and req.prefix_blocks:

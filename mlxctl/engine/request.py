@@ -31,6 +31,7 @@ class Request:
     num_generated: int = 0
     cache: list[Any] | None = None  # per-layer KV cache while prefilling alone
     sampler: Any = None  # TokenSampler, made on the engine thread
+    constraint: Any = None  # constraints.Matcher for structured output, made at submit
     output: Any = None  # OutputProcessor, made on the engine thread
     arrival: float = field(default_factory=time.perf_counter)
     prefill_start: float | None = None

@@ -3,6 +3,12 @@
 Runs only on the engine thread. Everything it returns is lazy; the engine decides when to
 evaluate, so a decode step can be queued (``mx.async_eval``) while the previous step's tokens
 are turned into text.
+
+Structured output (requests with a ``constraint`` matcher): the mask a row samples step ``n+1``
+with depends on the token it sampled at step ``n``, which that pipeline has not evaluated yet. A
+batch with such rows queues the forward pass first, then reads step ``n``'s tokens, advances the
+matchers and fills their masks on the CPU while the forward runs, and only then queues the
+sampling. A batch without them is untouched: no extra sync, no extra work.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ import mlx.core as mx
 from mlx_lm.models.cache import make_prompt_cache
 
 from mlxctl.engine.batch import DecodeBatch
+from mlxctl.engine.constraints import advance_all, constraint_masks
 from mlxctl.engine.request import Request
 from mlxctl.engine.sampling import BatchSample, arrays_to_eval, sample_batch
 
@@ -32,7 +39,8 @@ class ModelRunner:
         if req.prompt_left > 0:
             self._fill(chunk, req.cache)
             return None
-        first = sample_batch(self._last_logits(chunk, req.cache), [req.sampler])
+        logits = self._last_logits(chunk, req.cache)
+        first = sample_batch(logits, [req.sampler], _first_masks([req], logits))
         mx.async_eval(arrays_to_eval(first))
         return first
 
@@ -58,7 +66,7 @@ class ModelRunner:
         logits = self._last_logits(tokens, cache)
         for c in cache:
             c.finalize()
-        first = sample_batch(logits, [r.sampler for r in reqs])
+        first = sample_batch(logits, [r.sampler for r in reqs], _first_masks(reqs, logits))
         mx.async_eval(arrays_to_eval(first))
         return cache, first
 
@@ -76,7 +84,22 @@ class ModelRunner:
 
     def decode(self, batch: DecodeBatch) -> BatchSample:
         """Queue one decode step for every row; returns the (lazy) next tokens."""
-        logits = self.model(batch.tokens[:, None], cache=batch.caches)
-        nxt = sample_batch(logits[:, -1, :], [r.sampler for r in batch.requests])
+        logits = self.model(batch.tokens[:, None], cache=batch.caches)[:, -1, :]
+        samplers = [r.sampler for r in batch.requests]
+        matchers = [r.constraint for r in batch.requests]
+        if all(m is None for m in matchers):
+            nxt = sample_batch(logits, samplers)
+        else:
+            mx.async_eval(logits)  # the forward runs while the CPU works out the masks
+            advance_all(matchers, batch.tokens.tolist())
+            nxt = sample_batch(logits, samplers, constraint_masks(matchers, logits.shape[-1]))
         mx.async_eval(arrays_to_eval(nxt))
         return nxt
+
+
+def _first_masks(reqs: list[Request], logits: mx.array) -> list[mx.array | None] | None:
+    """The masks for the token sampled right after the prompt (nothing generated yet)."""
+    matchers = [r.constraint for r in reqs]
+    if all(m is None for m in matchers):
+        return None
+    return constraint_masks(matchers, logits.shape[-1])

@@ -5,13 +5,15 @@ forces evaluation: every result (the token, its logprobs, the penalty state) is 
 runner can queue step ``n+1`` before step ``n`` has been evaluated and ``mx.async_eval`` everything
 at once (see :func:`arrays_to_eval`).
 
-Processing order, per row: ``logit_bias`` -> ``repetition_penalty`` -> ``presence_penalty`` /
+Processing order, per row: the structured-output mask (tokens a ``constraint``'s grammar does not
+allow next get ``-inf``) -> ``logit_bias`` -> ``repetition_penalty`` -> ``presence_penalty`` /
 ``frequency_penalty`` (these give the *processed* logits) -> temperature -> top-k -> top-p -> min-p
 -> a categorical draw (``argmax`` when greedy).
 
 Logprobs follow vLLM's "processed" semantics: ``log_softmax`` of the processed logits, that is after
 bias and penalties but before temperature and the top-k / top-p / min-p filters. So a token can
-be reported with a finite logprob even though a filter made it impossible to draw.
+be reported with a finite logprob even though a filter made it impossible to draw; a token the
+grammar mask rules out is reported at ``MASKED_LOGPROB`` (OpenAI's -9999 floor), never ``-inf``.
 """
 
 from __future__ import annotations
@@ -23,9 +25,11 @@ from dataclasses import dataclass, field
 
 import mlx.core as mx
 
+from mlxctl.engine.constraints import ConstraintSpec
 from mlxctl.errors import BadInputError
 
 MAX_TOP_LOGPROBS = 20
+MASKED_LOGPROB = -9999.0
 
 
 def _freeze_bias(bias) -> tuple[tuple[int, float], ...]:
@@ -63,6 +67,7 @@ class SamplingParams:
     ignore_eos: bool = False
     logprobs: bool = False
     top_logprobs: int = 0  # 0..20; needs logprobs=True
+    constraint: ConstraintSpec | None = None  # structured output; compiled by Engine.submit
 
     def __post_init__(self) -> None:
         stop = (self.stop,) if isinstance(self.stop, str) else tuple(self.stop)
@@ -108,6 +113,10 @@ class SamplingParams:
         _check_range("top_logprobs", self.top_logprobs, 0, MAX_TOP_LOGPROBS)
         if self.top_logprobs and not self.logprobs:
             raise BadInputError("top_logprobs needs logprobs to be true")
+        if self.constraint is not None:
+            if not isinstance(self.constraint, ConstraintSpec):
+                raise BadInputError("constraint must be a ConstraintSpec")
+            self.constraint.check()
 
 
 @dataclass
@@ -190,9 +199,12 @@ class TokenSampler:
         """The sampler's lazy state (PRNG key, penalty counts), to evaluate with each step."""
         return [self._key] if self._counts is None else [self._key, self._counts]
 
-    def process_logits(self, logits: mx.array) -> mx.array:
-        """Apply logit_bias, then repetition, presence and frequency penalties (no state change)."""
+    def process_logits(self, logits: mx.array, mask: mx.array | None = None) -> mx.array:
+        """Apply the grammar ``mask`` (bool, True = allowed), logit_bias, then repetition,
+        presence and frequency penalties (no state change)."""
         logits = logits.astype(mx.float32)
+        if mask is not None:
+            logits = mx.where(mask, logits, -math.inf)
         if self._bias is not None:
             logits = logits + self._bias
         if self._counts is None:
@@ -211,13 +223,16 @@ class TokenSampler:
             logits = logits - p.presence_penalty * generated.astype(mx.float32)
         return logits
 
-    def sample(self, logits_row: mx.array) -> SampleOut:
-        """Pick the next token from a (V,) logits row; all results stay lazy."""
-        logits = self.process_logits(logits_row)
+    def sample(self, logits_row: mx.array, mask: mx.array | None = None) -> SampleOut:
+        """Pick the next token from a (V,) logits row, among the tokens ``mask`` allows (all when
+        None); all results stay lazy."""
+        logits = self.process_logits(logits_row, mask)
         token = self._choose(logits)
         if self._counts is not None:
             self._counts = self._counts.at[token].add(1.0)
-        return SampleOut(token, self._logprobs(logits, token) if self.params.logprobs else None)
+        if not self.params.logprobs:
+            return SampleOut(token)
+        return SampleOut(token, self._logprobs(logits, token, masked=mask is not None))
 
     def _choose(self, logits: mx.array) -> mx.array:
         if self.params.is_greedy:
@@ -237,8 +252,10 @@ class TokenSampler:
             logits = _min_p(logits, p.min_p)
         return logits
 
-    def _logprobs(self, logits: mx.array, token: mx.array) -> TokenLogprobs:
+    def _logprobs(self, logits: mx.array, token: mx.array, masked: bool = False) -> TokenLogprobs:
         logprobs = logits - mx.logsumexp(logits)
+        if masked:  # JSON has no -inf: a ruled-out token gets a floor value instead
+            logprobs = mx.maximum(logprobs, MASKED_LOGPROB)
         chosen = mx.take(logprobs, token)
         n = min(self.params.top_logprobs, self.vocab_size)
         if n == 0:
@@ -275,14 +292,19 @@ def _min_p(logits: mx.array, min_p: float) -> mx.array:
     return mx.where(logits < threshold, -math.inf, logits)
 
 
-def sample_batch(logits: mx.array, samplers: list[TokenSampler]) -> BatchSample:
-    """Sample one token per row of (B, V) ``logits``; row i belongs to ``samplers[i]``.
+def sample_batch(logits: mx.array, samplers: list[TokenSampler],
+                 masks: list[mx.array | None] | None = None) -> BatchSample:
+    """Sample one token per row of (B, V) ``logits``; row i belongs to ``samplers[i]`` and draws
+    among the tokens ``masks[i]`` allows (every token when ``masks`` or ``masks[i]`` is None).
 
-    When every row is plain greedy this is a single vectorised argmax, nothing more.
+    When every row is plain greedy and unmasked this is a single vectorised argmax, nothing more.
     """
-    if all(s.is_plain_greedy for s in samplers):
+    if masks is not None and all(m is None for m in masks):
+        masks = None
+    if masks is None and all(s.is_plain_greedy for s in samplers):
         return BatchSample(mx.argmax(logits, axis=-1).astype(mx.int32), [None] * len(samplers))
-    outs = [sampler.sample(logits[i]) for i, sampler in enumerate(samplers)]
+    masks = masks or [None] * len(samplers)
+    outs = [sampler.sample(logits[i], masks[i]) for i, sampler in enumerate(samplers)]
     state = [a for sampler in samplers for a in sampler.state_arrays()]
     return BatchSample(mx.stack([o.token for o in outs]), [o.logprobs for o in outs], state)
 

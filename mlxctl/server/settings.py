@@ -22,5 +22,7 @@ class ServeSettings:
     log_format: str = "human"  # human | json
     aliases: tuple[str, ...] = field(default=())  # other model names accepted in requests
     response_store_size: int = 1024  # past /v1/responses kept for previous_response_id (LRU)
+    tool_call_parser: str = "auto"  # a toolcalls registry name, auto (from the chat template) or none
+    reasoning_parser: str = "auto"  # a reasoning registry name, auto or none
     warm_prompts: tuple = ()  # server.warm.WarmPrompt entries prefilled once the model is loaded
     warm_prompts_concurrency: int = 2  # of those, how many in flight at once

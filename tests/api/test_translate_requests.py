@@ -27,7 +27,7 @@ def test_anthropic_image_is_refused():
         anthropic_translate.chat_messages(req)
 
 
-@pytest.mark.parametrize("field", ["tools", "mcp_servers", "container", "frobnicate"])
+@pytest.mark.parametrize("field", ["mcp_servers", "container", "frobnicate"])
 def test_anthropic_unsupported_fields_are_named(field):
     body = {"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}], field: [{"x": 1}]}
     with pytest.raises(pydantic.ValidationError) as err:
@@ -51,10 +51,10 @@ def test_responses_conversation_prepends_previous_turns():
 
 
 @pytest.mark.parametrize("extra, loc", [
-    ({"tools": [{"type": "function"}]}, ("tools",)),
-    ({"reasoning": {"effort": "low"}}, ("reasoning",)),
-    ({"text": {"format": {"type": "json_object"}}}, ("text", "format", "type")),
+    ({"reasoning": {"effort": "extreme"}}, ("reasoning", "effort")),
+    ({"text": {"format": {"type": "xml"}}}, ("text", "format", "type")),
     ({"include": ["message.output_text.logprobs"]}, ("include",)),
+    ({"input": [{"type": "web_search_call"}]}, ("input",)),
 ])
 def test_responses_unsupported_fields_are_named(extra, loc):
     with pytest.raises(pydantic.ValidationError) as err:

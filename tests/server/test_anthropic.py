@@ -91,7 +91,8 @@ def test_unknown_field_is_a_400_naming_it(client):
 
 
 @pytest.mark.parametrize("extra, named", [
-    ({"tools": [{"name": "f", "input_schema": {"type": "object"}}]}, "tools"),
+    ({"tools": [{"name": "f"}]}, "input_schema"),
+    ({"tools": [{"name": "f", "input_schema": {"type": "object"}}], "tool_choice": {"type": "tool", "name": "g"}}, "'g'"),
     ({"thinking": {"type": "enabled", "budget_tokens": 1024}}, "thinking"),
     ({"messages": [{"role": "user", "content": [
         {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AA=="}}]}]},

@@ -98,11 +98,11 @@ def test_delete(client):
 
 
 @pytest.mark.parametrize("extra, named", [
-    ({"tools": [{"type": "function", "name": "f", "parameters": {}}]}, "tools"),
-    ({"reasoning": {"effort": "high"}}, "reasoning"),
-    ({"text": {"format": {"type": "json_object"}}}, "text.format"),
+    ({"tools": [{"type": "web_search"}]}, "web_search"),
+    ({"reasoning": {"effort": "extreme"}}, "reasoning"),
+    ({"text": {"format": {"type": "xml"}}}, "text.format"),
     ({"frobnicate": 1}, "frobnicate"),
-    ({"input": [{"type": "function_call_output", "call_id": "c", "output": "x"}]}, "function_call_output"),
+    ({"input": [{"type": "computer_call_output", "call_id": "c", "output": "x"}]}, "computer_call_output"),
 ])
 def test_unsupported_fields_are_a_400_naming_them(client, extra, named):
     with pytest.raises(openai.BadRequestError) as err:

@@ -48,27 +48,29 @@ def _lark_string(text: str) -> str:
     return json.dumps(text)
 
 
-def hermes_grammar(tools: list[dict], name: str | None) -> str:
-    """One or more ``<tool_call>\\n{...}\\n</tool_call>`` blocks, separated by newlines."""
+def hermes_grammar(tools: list[dict], name: str | None, parallel: bool = False) -> str:
+    """A ``<tool_call>\\n{...}\\n</tool_call>`` block; with ``parallel``, one or more,
+    separated by newlines."""
     schema = json.dumps(call_object_schema(tools, name, "arguments"), ensure_ascii=False)
     opening, closing = _lark_string("<tool_call>\n"), _lark_string("\n</tool_call>")
     return "\n".join(
         [
             "%llguidance {}",
-            'start: call ("\\n" call)*',
+            'start: call ("\\n" call)*' if parallel else "start: call",
             f"call: {opening} body {closing}",
             f"body: %json {schema}",
         ]
     )
 
 
-def llama3_json_grammar(tools: list[dict], name: str | None) -> str:
-    """One or more ``{"name": ..., "parameters": {...}}`` objects, separated by ``; ``."""
+def llama3_json_grammar(tools: list[dict], name: str | None, parallel: bool = False) -> str:
+    """A ``{"name": ..., "parameters": {...}}`` object; with ``parallel``, one or more,
+    separated by ``; ``."""
     schema = json.dumps(call_object_schema(tools, name, "parameters"), ensure_ascii=False)
     return "\n".join(
         [
             "%llguidance {}",
-            'start: call ("; " call)*',
+            'start: call ("; " call)*' if parallel else "start: call",
             f"call: %json {schema}",
         ]
     )

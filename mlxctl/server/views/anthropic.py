@@ -15,13 +15,16 @@ from mlxctl.api.anthropic_translate import (
     sampling_params,
     stop_reason,
 )
+from mlxctl.api.chat_plan import with_plan
+from mlxctl.api.chat_split import OutputSplitter
+from mlxctl.api.chat_split import new_splitter
 from mlxctl.engine.sampling import SamplingParams
 from mlxctl.errors import MlxctlError
 from mlxctl.server.body import parse_body
 from mlxctl.server.errors import ApiError, error_body
 from mlxctl.server.generate import generation
 from mlxctl.server.keys import ENGINE, SETTINGS
-from mlxctl.server.served_model import check_model
+from mlxctl.server.served_model import check_model, model_formats
 from mlxctl.server.sse import open_sse, send
 from mlxctl.server.text_chunks import TextChunks
 
@@ -33,19 +36,25 @@ def _tokenizer(request: web.Request) -> Any:
 async def count_tokens(request: web.Request) -> web.Response:
     req = await parse_body(request, CountTokensRequest)
     check_model(request, req.model)
-    return web.json_response({"input_tokens": len(prompt_tokens(_tokenizer(request), req))})
+    tokens, _, _ = prompt_tokens(_tokenizer(request), req, model_formats(request.app))
+    return web.json_response({"input_tokens": len(tokens)})
 
 
 async def messages(request: web.Request) -> web.StreamResponse:
     req = await parse_body(request, MessagesRequest)
     check_model(request, req.model)
-    tokens, params = prompt_tokens(_tokenizer(request), req), sampling_params(req)
+    tokens, plan, opens = prompt_tokens(_tokenizer(request), req, model_formats(request.app))
+    params = with_plan(sampling_params(req), plan)
+    splitter = new_splitter(plan, opens)
     if req.stream:
-        return await _stream(request, req, tokens, params)
+        return await _stream(request, req, tokens, params, splitter)
     async with generation(request, tokens, params) as stream:
         done = await stream.collect_async()
-    stop = stop_reason(done.finish_reason, done.stop_string)
-    return web.json_response(message_body(new_message_id(), req.model, done.text, stop, done.usage))
+    splitter.feed(done.text)
+    splitter.finish()
+    result = splitter.result()
+    stop = stop_reason(done.finish_reason, done.stop_string, bool(result.calls))
+    return web.json_response(message_body(new_message_id(), req.model, result, stop, done.usage))
 
 
 async def _emit(resp: web.StreamResponse, payload: dict) -> None:
@@ -53,12 +62,13 @@ async def _emit(resp: web.StreamResponse, payload: dict) -> None:
 
 
 async def _stream(request: web.Request, req: MessagesRequest, tokens: list[int],
-                  params: SamplingParams) -> web.StreamResponse:
+                  params: SamplingParams, splitter: OutputSplitter) -> web.StreamResponse:
     resp = None
     try:
         async with generation(request, tokens, params) as stream:
             resp = await open_sse(request)
-            await _stream_events(request, resp, req, len(tokens), TextChunks(stream, _interval(request)))
+            chunks = TextChunks(stream, _interval(request))
+            await _stream_events(request, resp, req, len(tokens), chunks, splitter)
     except (MlxctlError, TimeoutError) as err:
         if resp is None:
             raise
@@ -69,17 +79,23 @@ async def _stream(request: web.Request, req: MessagesRequest, tokens: list[int],
 
 
 async def _stream_events(request: web.Request, resp: web.StreamResponse, req: MessagesRequest,
-                         input_tokens: int, chunks: TextChunks) -> None:
-    for payload in (events.message_start(new_message_id(), req.model, input_tokens),
-                    events.content_block_start(), events.ping()):
-        await _emit(resp, payload)
+                         input_tokens: int, chunks: TextChunks, splitter: OutputSplitter) -> None:
+    await _emit(resp, events.message_start(new_message_id(), req.model, input_tokens))
+    blocks, pinged = events.BlockStream(), False
+
+    async def emit_all(payloads: list[dict]) -> None:
+        nonlocal pinged
+        for payload in payloads:
+            await _emit(resp, payload)
+            if not pinged and payload["type"] == "content_block_start":  # Anthropic's order
+                await _emit(resp, events.ping())
+                pinged = True
+
     async for text in chunks:
-        await _emit(resp, events.text_delta(text))
-    stop = stop_reason(chunks.finish.reason, chunks.finish.stop_string)
-    for payload in (events.content_block_stop(),
-                    events.message_delta(stop, chunks.finish.usage.completion_tokens),
-                    events.message_stop()):
-        await _emit(resp, payload)
+        await emit_all(blocks.feed(splitter.feed(text)))
+    await emit_all(blocks.feed(splitter.finish()) + blocks.close())
+    stop = stop_reason(chunks.finish.reason, chunks.finish.stop_string, blocks.called)
+    await emit_all([events.message_delta(stop, chunks.finish.usage.completion_tokens), events.message_stop()])
 
 
 def _interval(request: web.Request) -> int:

@@ -76,8 +76,8 @@ async def _send_pieces(request, resp, streams, jobs, output) -> list:
         async for i, event in events:
             if isinstance(event, FinishEvent):
                 usages[i] = event.usage
-            if (piece := groupers[i].add(event)) is not None:
-                await send(resp, output.chunk(jobs[i].index, piece))
+            if (piece := groupers[i].add(event)) is not None and (chunk := output.chunk(jobs[i].index, piece)):
+                await send(resp, chunk)
     return usages
 
 

@@ -17,13 +17,16 @@ from mlxctl.api.responses_translate import (
     sampling_params,
     with_reply,
 )
+from mlxctl.api.chat_plan import with_plan
+from mlxctl.api.chat_split import OutputSplitter, new_splitter
+from mlxctl.engine.sampling import SamplingParams
 from mlxctl.errors import MlxctlError
 from mlxctl.server.body import parse_body
 from mlxctl.server.errors import ApiError
 from mlxctl.server.generate import generation
 from mlxctl.server.keys import ENGINE, SETTINGS
 from mlxctl.server.response_keys import store_of
-from mlxctl.server.served_model import check_model
+from mlxctl.server.served_model import check_model, model_formats
 from mlxctl.server.sse import open_sse, send
 from mlxctl.server.text_chunks import TextChunks
 
@@ -53,14 +56,18 @@ async def create(request: web.Request) -> web.StreamResponse:
     previous = _stored(request, req.previous_response_id, "previous_response_id").messages \
         if req.previous_response_id else ()
     messages = conversation(req, previous)
-    tokens = prompt_tokens(request.app[ENGINE].model.tokenizer, req, messages)
+    tokens, plan, opens = prompt_tokens(request.app[ENGINE].model.tokenizer, req, messages, model_formats(request.app))
+    params, splitter = with_plan(sampling_params(req), plan), new_splitter(plan, opens)
     draft = ResponseDraft(req)
     if req.stream:
-        return await _stream(request, draft, messages, tokens)
-    async with generation(request, tokens, sampling_params(req)) as stream:
+        return await _stream(request, draft, messages, tokens, params, splitter)
+    async with generation(request, tokens, params) as stream:
         done = await stream.collect_async()
-    body = finished_body(draft, done.finish_reason, done.text, done.usage)
-    _remember(request, draft, body, with_reply(messages, done.text))
+    splitter.feed(done.text)
+    splitter.finish()
+    result = splitter.result()
+    body = finished_body(draft, done.finish_reason, result, done.usage)
+    _remember(request, draft, body, with_reply(messages, result))
     return web.json_response(body)
 
 
@@ -73,17 +80,19 @@ async def _emit(resp: web.StreamResponse, event: dict) -> None:
     await send(resp, event, event=event["type"])
 
 
-async def _stream(request: web.Request, draft: ResponseDraft, messages: list, tokens: list[int]) -> Any:
+async def _stream(request: web.Request, draft: ResponseDraft, messages: list, tokens: list[int],
+                  params: SamplingParams, splitter: OutputSplitter) -> Any:
     events, resp = ResponseEvents(draft), None
     try:
-        async with generation(request, tokens, sampling_params(draft.req)) as stream:
+        async with generation(request, tokens, params) as stream:
             resp = await open_sse(request)
             chunks = TextChunks(stream, max(1, request.app[SETTINGS].stream_interval))
-            await _stream_events(resp, events, chunks)
-            body = finished_body(draft, chunks.finish.reason, chunks.text, chunks.finish.usage)
+            await _stream_events(resp, events, chunks, splitter)
+            result = splitter.result()
+            body = finished_body(draft, chunks.finish.reason, result, chunks.finish.usage, events.items)
             for event in events.closing(body):
                 await _emit(resp, event)
-        _remember(request, draft, body, with_reply(messages, chunks.text))
+        _remember(request, draft, body, with_reply(messages, result))
     except (MlxctlError, TimeoutError) as err:
         if resp is None:
             raise
@@ -93,11 +102,15 @@ async def _stream(request: web.Request, draft: ResponseDraft, messages: list, to
     return resp
 
 
-async def _stream_events(resp: web.StreamResponse, events: ResponseEvents, chunks: TextChunks) -> None:
+async def _stream_events(resp: web.StreamResponse, events: ResponseEvents, chunks: TextChunks,
+                         splitter: OutputSplitter) -> None:
     for event in events.opening():
         await _emit(resp, event)
     async for text in chunks:
-        await _emit(resp, events.delta(text))
+        for event in events.feed(splitter.feed(text)):
+            await _emit(resp, event)
+    for event in events.feed(splitter.finish()) + events.finish():
+        await _emit(resp, event)
 
 
 def _error_event(events: ResponseEvents, err: Exception) -> dict:

@@ -55,7 +55,7 @@ CASES = {
 def test_forcing_grammar_compiles_and_matches_the_parser(fmt, tokenizer):
     cls = get_parser(fmt)
     good, bad = CASES[fmt]
-    grammar = cls.forcing_grammar(TOOLS, None)
+    grammar = cls.forcing_grammar(TOOLS, None, parallel=True)
     assert llg.LLMatcher.validate_grammar(llg.LLMatcher.grammar_from_lark(grammar), tokenizer) == ""
     assert _accepts(tokenizer, grammar, good)
     assert normalized(cls.parse(good, TOOLS))[1] == [

@@ -1,0 +1,345 @@
+"""What a chat request asks beyond plain text: tools, tool choice, reasoning, structured output.
+
+Each API (OpenAI chat, Anthropic messages, Responses) normalises its own fields into the same
+:class:`ChatPlan`: the tools in OpenAI's shape, a :class:`ToolChoice`, the model's tool-call and
+reasoning formats, the chat-template arguments, and the grammar constraint (if any) that the
+engine enforces token by token. Everything a request got wrong is a BadInputError naming it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from mlxctl.api.prompt import render_chat
+from mlxctl.errors import BadInputError
+
+TOOL_MODES = ("none", "auto", "required", "named")
+
+
+@dataclass(frozen=True)
+class ModelFormats:
+    """The served model's tool-call and reasoning formats (detected from its chat template, or
+    forced with ``serve --tool-call-parser`` / ``--reasoning-parser``)."""
+
+    tool_parser: str | None = None
+    reasoning_parser: str | None = None
+    template_tools: bool = False  # the template renders a `tools` list itself
+    default_tool_parser: str = "hermes"  # used (with a tools system prompt) when the template has none
+
+    @classmethod
+    def detect(cls, tokenizer: Any, tool_flag: str = "auto", reasoning_flag: str = "auto") -> ModelFormats:
+        from mlxctl.api import reasoning, toolcalls
+
+        template = _template_text(tokenizer)
+        tool = toolcalls.detect_parser(template) if tool_flag == "auto" else None if tool_flag == "none" else tool_flag
+        if tool_flag not in ("auto", "none"):
+            toolcalls.get_parser(tool_flag)  # an unknown name fails at start
+        think = (reasoning.detect_parser(template) if reasoning_flag == "auto"
+                 else None if reasoning_flag == "none" else reasoning_flag)
+        if reasoning_flag not in ("auto", "none"):
+            reasoning.get_parser(reasoning_flag)
+        return cls(tool, think, "tools" in template)
+
+    def as_dict(self) -> dict:
+        return {"tool_call_parser": self.tool_parser or self.default_tool_parser,
+                "tool_call_parser_detected": self.tool_parser is not None,
+                "reasoning_parser": self.reasoning_parser, "template_renders_tools": self.template_tools}
+
+
+def _template_text(tokenizer: Any) -> str:
+    template = getattr(tokenizer, "chat_template", None)
+    if isinstance(template, dict):  # several named templates
+        template = "\n".join(str(t) for t in template.values())
+    if isinstance(template, list):
+        template = "\n".join(str(t.get("template", "")) for t in template if isinstance(t, dict))
+    return template or ""
+
+
+@dataclass(frozen=True)
+class ToolChoice:
+    mode: str = "auto"  # none | auto | required | named
+    name: str | None = None
+
+
+@dataclass(frozen=True)
+class OutputFormat:
+    """Structured output: json_object | json_schema | regex | lark | choice (None: free text)."""
+
+    kind: str
+    value: str = ""
+    strict: bool = True
+
+
+@dataclass(frozen=True)
+class ChatPlan:
+    tools: list[dict] = field(default_factory=list)
+    choice: ToolChoice = ToolChoice("none")
+    tool_parser: str | None = None  # set when the output is to be parsed for tool calls
+    reasoning_parser: str | None = None
+    template_kwargs: dict = field(default_factory=dict)
+    output_format: OutputFormat | None = None
+    thinking_budget: int | None = None
+    parallel: bool = False  # a forced call may be followed by more (parallel_tool_calls: true)
+
+    @property
+    def uses_tools(self) -> bool:
+        return bool(self.tools) and self.choice.mode != "none"
+
+
+# -- normalising each API's tool fields -----------------------------------------------------------
+
+
+def openai_tools(tools: list[Any] | None) -> list[dict]:
+    out = []
+    for i, tool in enumerate(tools or ()):
+        if not isinstance(tool, dict) or tool.get("type") != "function" or not isinstance(tool.get("function"), dict):
+            raise BadInputError(f"tools[{i}] must be {{\"type\": \"function\", \"function\": {{...}}}}")
+        out.append(_function(tool["function"], f"tools[{i}].function"))
+    return _unique(out)
+
+
+def responses_tools(tools: list[Any] | None) -> list[dict]:
+    out = []
+    for i, tool in enumerate(tools or ()):
+        if not isinstance(tool, dict) or tool.get("type") != "function":
+            kind = tool.get("type") if isinstance(tool, dict) else type(tool).__name__
+            raise BadInputError(f"tools[{i}]: only function tools are supported, got {kind!r}")
+        fn = {k: tool[k] for k in ("name", "description", "parameters", "strict") if k in tool}
+        out.append(_function(fn, f"tools[{i}]"))
+    return _unique(out)
+
+
+def anthropic_tools(tools: list[Any] | None) -> list[dict]:
+    out = []
+    for i, tool in enumerate(tools or ()):
+        if not isinstance(tool, dict) or tool.get("type") not in (None, "custom"):
+            kind = tool.get("type") if isinstance(tool, dict) else type(tool).__name__
+            raise BadInputError(f"tools[{i}]: only custom (client) tools are supported, got {kind!r}")
+        fn = {"name": tool.get("name"), "description": tool.get("description"),
+              "parameters": tool.get("input_schema")}
+        if fn["parameters"] is None:
+            raise BadInputError(f"tools[{i}].input_schema is required")
+        out.append(_function({k: v for k, v in fn.items() if v is not None}, f"tools[{i}]"))
+    return _unique(out)
+
+
+def _function(fn: dict, where: str) -> dict:
+    import jsonschema
+
+    name = fn.get("name")
+    if not isinstance(name, str) or not name or len(name) > 64 or not all(c.isalnum() or c in "_-." for c in name):
+        raise BadInputError(f"{where}.name must be 1-64 letters, digits, '_', '-' or '.', got {name!r}")
+    params = fn.get("parameters")
+    if params is None:
+        params = {"type": "object", "properties": {}}
+    if not isinstance(params, dict):
+        raise BadInputError(f"{where}.parameters must be a JSON schema object")
+    try:
+        jsonschema.validators.validator_for(params).check_schema(params)
+    except jsonschema.SchemaError as exc:
+        raise BadInputError(f"{where}.parameters is not a valid JSON schema: {exc.message}") from exc
+    out = {"name": name, "parameters": params}
+    if fn.get("description"):
+        out["description"] = str(fn["description"])
+    return {"type": "function", "function": out}
+
+
+def _unique(tools: list[dict]) -> list[dict]:
+    seen = set()
+    for tool in tools:
+        name = tool["function"]["name"]
+        if name in seen:
+            raise BadInputError(f"two tools are named {name!r}")
+        seen.add(name)
+    return tools
+
+
+def openai_choice(choice: Any, tools: list[dict]) -> ToolChoice:
+    if choice is None:
+        return ToolChoice("auto" if tools else "none")
+    if choice in ("none", "auto", "required"):
+        mode = choice
+    elif isinstance(choice, dict) and choice.get("type") == "function":
+        fn = choice.get("function") if isinstance(choice.get("function"), dict) else choice  # chat | responses
+        return _named(fn.get("name"), tools)
+    else:
+        raise BadInputError(f"tool_choice must be none, auto, required or a function, got {choice!r}")
+    return _checked(ToolChoice(mode), tools)
+
+
+def anthropic_choice(choice: dict | None, tools: list[dict]) -> ToolChoice:
+    if choice is None:
+        return ToolChoice("auto" if tools else "none")
+    kind = choice.get("type")
+    if kind == "tool":
+        return _named(choice.get("name"), tools)
+    modes = {"auto": "auto", "any": "required", "none": "none"}
+    if kind not in modes:
+        raise BadInputError(f"tool_choice.type must be auto, any, tool or none, got {kind!r}")
+    return _checked(ToolChoice(modes[kind]), tools)
+
+
+def _named(name: Any, tools: list[dict]) -> ToolChoice:
+    known = [t["function"]["name"] for t in tools]
+    if name not in known:
+        raise BadInputError(f"tool_choice names {name!r}, which is not in tools ({', '.join(known) or 'none given'})")
+    return ToolChoice("named", name)
+
+
+def _checked(choice: ToolChoice, tools: list[dict]) -> ToolChoice:
+    if choice.mode == "required" and not tools:
+        raise BadInputError("tool_choice requires a tool call, but no tools were given")
+    return choice
+
+
+# -- structured output ------------------------------------------------------------------------------
+
+
+def openai_response_format(fmt: dict | None) -> OutputFormat | None:
+    if fmt is None:
+        return None
+    kind = fmt.get("type")
+    if kind == "text":
+        return None
+    if kind == "json_object":
+        return OutputFormat("json_object")
+    if kind == "json_schema":
+        spec = fmt.get("json_schema")
+        if not isinstance(spec, dict) or not isinstance(spec.get("schema", {}), dict):
+            raise BadInputError("response_format.json_schema must be an object with a schema")
+        return OutputFormat("json_schema", json.dumps(spec.get("schema", {})), bool(spec.get("strict", False)))
+    raise BadInputError(f"response_format.type must be text, json_object or json_schema, got {kind!r}")
+
+
+def responses_text_format(fmt: dict | None) -> OutputFormat | None:
+    """The Responses API's ``text.format``: the schema sits beside type, not under json_schema."""
+    if fmt is None or fmt.get("type") == "text":
+        return None
+    if fmt.get("type") == "json_schema":
+        if not isinstance(fmt.get("schema", {}), dict):
+            raise BadInputError("text.format.schema must be a JSON schema object")
+        return OutputFormat("json_schema", json.dumps(fmt.get("schema", {})), bool(fmt.get("strict", False)))
+    if fmt.get("type") == "json_object":
+        return OutputFormat("json_object")
+    raise BadInputError(f"text.format.type must be text, json_object or json_schema, got {fmt.get('type')!r}")
+
+
+def structured_outputs(spec: dict | None) -> OutputFormat | None:
+    """vLLM's ``structured_outputs`` extension: exactly one of json, regex, grammar, choice."""
+    if not spec:
+        return None
+    given = [k for k in ("json", "regex", "grammar", "choice") if spec.get(k) is not None]
+    unknown = set(spec) - {"json", "regex", "grammar", "choice"}
+    if unknown:
+        raise BadInputError(f"structured_outputs: unknown key {sorted(unknown)[0]!r}")
+    if len(given) != 1:
+        raise BadInputError("structured_outputs needs exactly one of json, regex, grammar or choice")
+    key, value = given[0], spec[given[0]]
+    if key == "json":
+        return OutputFormat("json_schema", value if isinstance(value, str) else json.dumps(value))
+    if key == "choice":
+        if not isinstance(value, list) or not value or not all(isinstance(v, str) for v in value):
+            raise BadInputError("structured_outputs.choice must be a non-empty list of strings")
+        return OutputFormat("lark", "start: " + " | ".join(json.dumps(v) for v in value))
+    if not isinstance(value, str) or not value:
+        raise BadInputError(f"structured_outputs.{key} must be a non-empty string")
+    return OutputFormat("regex" if key == "regex" else "lark", value)
+
+
+# -- putting it together ------------------------------------------------------------------------------
+
+
+def make_plan(formats: ModelFormats, tools: list[dict], choice: ToolChoice, output_format: OutputFormat | None,
+              *, template_kwargs: dict | None = None, thinking_budget: int | None = None,
+              parallel: bool = False) -> ChatPlan:
+    if output_format is not None and choice.mode in ("required", "named"):
+        raise BadInputError("a structured output format and a required tool call cannot both be enforced")
+    parser = (formats.tool_parser or formats.default_tool_parser) if tools and choice.mode != "none" else None
+    if thinking_budget is not None and formats.reasoning_parser is None:
+        raise BadInputError("a thinking budget was given, but this model has no reasoning format")
+    return ChatPlan(tools, choice, parser, formats.reasoning_parser, dict(template_kwargs or {}), output_format,
+                    thinking_budget, parallel and choice.mode == "required")
+
+
+def constraint_for(plan: ChatPlan) -> Any:
+    """The engine constraint that enforces the plan (None when nothing is enforced)."""
+    from mlxctl.api import reasoning, toolcalls
+    from mlxctl.engine.constraints import ConstraintSpec
+
+    thinking = plan.reasoning_parser and plan.template_kwargs.get("enable_thinking", True) is not False
+    after = reasoning.get_parser(plan.reasoning_parser).end_marker if thinking else None
+    if plan.choice.mode in ("required", "named") and plan.tools:
+        parser = toolcalls.get_parser(plan.tool_parser)
+        forcing = getattr(parser, "forcing_grammar", None)
+        grammar = forcing(plan.tools, plan.choice.name, plan.parallel) if forcing else None
+        if grammar is None:
+            raise BadInputError(f"tool_choice={plan.choice.mode} needs constrained decoding, which the "
+                                f"{plan.tool_parser} tool-call format does not support yet", hint="use tool_choice=auto")
+        return ConstraintSpec("lark", grammar, True, after)
+    fmt = plan.output_format
+    if fmt is None:
+        return None
+    return ConstraintSpec(fmt.kind, fmt.value, fmt.strict, after)
+
+
+def template_messages(plan: ChatPlan, formats: ModelFormats, messages: list[dict]) -> tuple[list[dict], dict]:
+    """Messages and chat-template kwargs: tools go to the template when it renders them, else
+    into a system prompt in the Hermes format (whose parser then reads the output)."""
+    kwargs = dict(plan.template_kwargs)
+    if not plan.tools or plan.choice.mode == "none":
+        return [_flatten_calls(m, formats) for m in messages], kwargs
+    if formats.template_tools:
+        return messages, kwargs | {"tools": plan.tools}
+    return [_tools_system(plan.tools, messages)] + [_flatten_calls(m, formats) for m in _without_system(messages)], kwargs
+
+
+def _without_system(messages: list[dict]) -> list[dict]:
+    return messages[1:] if messages and messages[0].get("role") == "system" else messages
+
+
+def _tools_system(tools: list[dict], messages: list[dict]) -> dict:
+    system = messages[0]["content"] + "\n\n" if messages and messages[0].get("role") == "system" else ""
+    listing = "\n".join(json.dumps(t["function"], ensure_ascii=False) for t in tools)
+    return {"role": "system", "content": (
+        f"{system}You can call functions. Their signatures, as JSON schema, are inside <tools></tools>:\n"
+        f"<tools>\n{listing}\n</tools>\n"
+        "To call a function, answer with a JSON object holding its name and arguments inside "
+        "<tool_call></tool_call> tags, for example:\n"
+        '<tool_call>\n{"name": "function_name", "arguments": {"arg": "value"}}\n</tool_call>')}
+
+
+def _flatten_calls(message: dict, formats: ModelFormats) -> dict:
+    """For templates that do not render tool calls: an assistant turn's calls as Hermes text, a
+    tool result as a <tool_response>."""
+    if formats.template_tools:
+        return message
+    if message.get("role") == "assistant" and message.get("tool_calls"):
+        text = message.get("content") or ""
+        for call in message["tool_calls"]:
+            fn = call["function"]
+            body = json.dumps({"name": fn["name"], "arguments": fn["arguments"]}, ensure_ascii=False)
+            text += f"{chr(10) if text else ''}<tool_call>\n{body}\n</tool_call>"
+        return {"role": "assistant", "content": text}
+    if message.get("role") == "tool":
+        return {"role": "tool", "content": f"<tool_response>\n{message.get('content') or ''}\n</tool_response>"}
+    return message
+
+
+def with_plan(params: Any, plan: ChatPlan) -> Any:
+    """The sampling parameters (SamplingParams) with the plan's constraint."""
+    constraint = constraint_for(plan)
+    return params if constraint is None else dataclasses.replace(params, constraint=constraint)
+
+
+def render_plan(tokenizer: Any, plan: ChatPlan, formats: ModelFormats, messages: list[dict]) -> tuple[list[int], bool]:
+    """Prompt tokens for the plan, and whether the prompt already opened the model's thinking."""
+    messages, kwargs = template_messages(plan, formats, messages)
+    tokens = render_chat(tokenizer, messages, **kwargs)
+    if plan.reasoning_parser is None:
+        return tokens, False
+    from mlxctl.api.reasoning import prompt_opens_reasoning
+
+    return tokens, prompt_opens_reasoning(plan.reasoning_parser, tokenizer.decode(tokens[-16:]))
