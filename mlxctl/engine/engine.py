@@ -46,6 +46,9 @@ class EngineConfig:
     scheduler: SchedulerConfig = SchedulerConfig()
     prefix: PrefixConfig = PrefixConfig()
     clear_cache_every: int = 256  # steps between mx.clear_cache() calls
+    max_retries: int = 3  # failed steps a request may be part of before it ends with an error
+    retry_backoff_s: float = 0.05  # first pause after a failed step; doubles each time, at most 5 s
+    fault_hook: Callable[[int], None] | None = None  # tests: called before each step, may raise
 
 
 class Engine:
@@ -63,6 +66,9 @@ class Engine:
         self._load_error: BaseException | None = None
         self._thread: threading.Thread | None = None
         self._steps = 0
+        self._failures = 0  # failed steps in a row
+        self._failures_total = 0
+        self._preemptions = 0
         self.prefix: Any = None  # PrefixReuse, made on the engine thread
 
     # -- caller side ------------------------------------------------------------------------
@@ -116,6 +122,7 @@ class Engine:
         """A snapshot of queues and memory (read from any thread; values may be a step old)."""
         prefix = self.prefix.stats() if self.prefix is not None else {"enabled": False}
         return {"steps": self._steps, "batch_size": len(self.batch), "kv_bytes": self.batch.nbytes(),
+                "failed_steps": self._failures_total, "preemptions": self._preemptions,
                 "prefix_cache": prefix, **self.scheduler.snapshot()}
 
     def clear_prefix_cache(self, timeout: float = 30.0, *, disk: bool = False) -> int:
@@ -211,9 +218,56 @@ class Engine:
 
     def _safe_step(self) -> None:
         try:
+            if self.config.fault_hook is not None:
+                self.config.fault_hook(self._steps)
             self.step()
-        except Exception as exc:  # a failed step fails the requests in it, not the engine
-            self._fail_all(FinishReason.ERROR, exc)
+            self._failures = 0
+        except Exception as exc:  # a failed step never takes the engine down
+            self._recover(exc)
+
+    def _recover(self, error: Exception) -> None:
+        """After a failed step (out of memory, a bad kernel, an injected fault): drop the KV of
+        everything in flight, free MLX's buffers (and, when it fails again, the prefix cache's
+        free blocks), back off, and put every request back at the head of the queue with a
+        checkpoint (its prompt plus the tokens already sent), so its stream goes on where it
+        stood. A request that was part of more than ``max_retries`` failed steps, or whose
+        state cannot be rebuilt (structured output), ends with the error."""
+        import mlx.core as mx
+
+        self._failures += 1
+        in_flight = [*self.scheduler.prefilling, *self.scheduler.running]
+        log.warning("engine step failed (%d in a row, %d requests in flight): %s: %s", self._failures,
+                    len(in_flight), type(error).__name__, error)
+        self.batch = DecodeBatch()
+        for req in in_flight:
+            req.cache = None
+        mx.clear_cache()
+        if self._failures > 1 and self.prefix.enabled:
+            self.prefix.clear()
+        for req in reversed(in_flight):
+            req.attempts += 1
+            if req.aborted:
+                self._finish(req, FinishReason.ABORT)
+            elif req.attempts > self.config.max_retries or req.constraint is not None:
+                why = (f"after {req.attempts} failed attempts" if req.constraint is None
+                       else "(structured-output requests are not resumed)")
+                self._finish(req, FinishReason.ERROR, EngineError(f"generation failed {why}: "
+                                                                   f"{type(error).__name__}: {error}"))
+            else:
+                self._preempt(req)
+        self._failures_total += 1
+        time.sleep(min(5.0, self.config.retry_backoff_s * 2 ** (self._failures - 1)))
+
+    def _preempt(self, req: Request) -> None:
+        from mlxctl.engine.sampling import TokenSampler
+
+        self.prefix.forget(req)
+        self.scheduler.preempt(req)
+        req.num_prefilled = 0
+        req.resume = req.prompt_tokens + req.generated
+        req.sampler = TokenSampler.resumed(req.sampler, req.prompt_tokens, req.generated)
+        self.prefix.attach(req)
+        self._preemptions += 1
 
     def step(self) -> None:
         plan = self.scheduler.schedule()
@@ -236,11 +290,11 @@ class Engine:
     def _remember(self, req: Request, joiner: Joiner, row: int) -> None:
         if self.prefix.enabled:
             cache = [c.extract(row) for c in joiner.cache] if joiner.batched else joiner.cache
-            self.prefix.remember_tokens(req.prompt_tokens, cache)
+            self.prefix.remember_tokens(req.prefill_tokens, cache, req.cache_salt)
 
     def _prefill_all(self, work: list[tuple[Request, int]]) -> list[Joiner]:
         """Whole fresh prompts go through the model together; the rest chunk by chunk, alone."""
-        group = [req for req, n in work if req.num_prefilled == 0 and n == req.prompt_len]
+        group = [req for req, n in work if req.num_prefilled == 0 and n == req.prefill_len]
         if len(group) < 2 or not self.runner.can_batch_prefill(group):
             group = []
         solo = [j for req, n in work if req not in group and (j := self._prefill(req, n))]
@@ -258,7 +312,8 @@ class Engine:
                 self._finish(req, FinishReason.ERROR, exc)
             return None
         for req in reqs:
-            req.num_prefilled, req.first_sampled = req.prompt_len, time.perf_counter()
+            req.num_prefilled = req.prefill_len
+            req.first_sampled = req.first_sampled or time.perf_counter()
         return Joiner(reqs, cache, first, batched=True)
 
     def _decode(self) -> tuple[Any, list[Any]]:
@@ -275,7 +330,7 @@ class Engine:
             return None
         if first is None:
             return None
-        req.first_sampled = time.perf_counter()
+        req.first_sampled = req.first_sampled or time.perf_counter()
         return Joiner([req], req.cache, first)
 
     def _emit(self, reqs: list[Request], tokens: Any, samples: list[Any]) -> list[int]:
@@ -315,7 +370,7 @@ class Engine:
         queued this round fed the last token in, so the batch's KV covers all of them."""
         if self.prefix.enabled:
             cache = [c.extract(row) for c in self.batch.caches] if self.batch.batched else self.batch.caches
-            self.prefix.remember_tokens(req.prompt_tokens + req.generated, cache)
+            self.prefix.remember_tokens(req.prompt_tokens + req.generated, cache, req.cache_salt)
 
     def _finish(self, req: Request, reason: FinishReason, error: BaseException | None = None) -> None:
         req.finished_at = time.perf_counter()

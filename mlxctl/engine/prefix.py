@@ -117,10 +117,12 @@ class PrefixReuse:
         """Start ``req`` from the longest cached prefix of its prompt (never the last token)."""
         if not self.enabled:
             return
-        hit = self.cache.lookup(req.prompt_tokens[:-1], fingerprint=self._fp(req))
+        hit = self.cache.lookup(req.prefill_tokens[:-1], fingerprint=self._fp(req))
         if hit.num_tokens == 0:
             return
-        req.prefix_blocks, req.cached_tokens = hit.blocks, hit.num_tokens
+        req.prefix_blocks = hit.blocks
+        if req.resume is None:  # a resumed request reports its first attempt's reuse
+            req.cached_tokens = hit.num_tokens
         req.cache, req.num_prefilled = self._cache_from(hit.blocks), hit.num_tokens
 
     def remember_tokens(self, tokens: list[int], cache: list[Any], salt: str = "") -> None:

@@ -42,14 +42,27 @@ class Request:
     generated: list[int] = field(default_factory=list)  # token ids emitted so far
     cached_tokens: int = 0  # prompt tokens served from the prefix cache
     prefix_blocks: tuple = ()  # prefix-cache blocks this request holds a reference on
+    cache_salt: str = ""  # keys what the tokens do not show (media, tenant): see engine/kv/media.py
+    resume: list[int] | None = None  # checkpoint to re-prefill after a preemption
+    attempts: int = 0  # failed engine steps this request was part of
 
     @property
     def prompt_len(self) -> int:
         return len(self.prompt_tokens)
 
     @property
+    def prefill_tokens(self) -> list[int]:
+        """What prefill runs: the prompt, or after a preemption the checkpoint (prompt plus the
+        tokens already emitted), so generation resumes where the client's stream stands."""
+        return self.prompt_tokens if self.resume is None else self.resume
+
+    @property
+    def prefill_len(self) -> int:
+        return len(self.prefill_tokens)
+
+    @property
     def prompt_left(self) -> int:
-        return self.prompt_len - self.num_prefilled
+        return self.prefill_len - self.num_prefilled
 
     @property
     def is_finished(self) -> bool:

@@ -34,7 +34,7 @@ class ModelRunner:
         if req.cache is None:
             req.cache = make_prompt_cache(self.model)
         start = req.num_prefilled
-        chunk = mx.array(req.prompt_tokens[start : start + n])[None]
+        chunk = mx.array(req.prefill_tokens[start : start + n])[None]
         req.num_prefilled += n
         if req.prompt_left > 0:
             self._fill(chunk, req.cache)
@@ -56,13 +56,13 @@ class ModelRunner:
 
     def prefill_group(self, reqs: list[Request]) -> tuple[list[Any], BatchSample]:
         """Whole prompts of several fresh requests in one forward pass, left-padded."""
-        longest = max(r.prompt_len for r in reqs)
-        pads = [longest - r.prompt_len for r in reqs]
+        longest = max(r.prefill_len for r in reqs)
+        pads = [longest - r.prefill_len for r in reqs]
         cache = [type(c).merge([c] + [make_prompt_cache(self.model)[i] for _ in reqs[1:]])
                  for i, c in enumerate(make_prompt_cache(self.model))]
         for c in cache:
             c.prepare(left_padding=pads)
-        tokens = mx.array([[0] * pad + r.prompt_tokens for pad, r in zip(pads, reqs)])
+        tokens = mx.array([[0] * pad + r.prefill_tokens for pad, r in zip(pads, reqs)])
         logits = self._last_logits(tokens, cache)
         for c in cache:
             c.finalize()

@@ -162,6 +162,18 @@ class TokenSampler:
         seed = secrets.randbits(64) if params.seed is None else params.seed % 2**64
         self._key = mx.random.key(seed)
 
+    @classmethod
+    def resumed(cls, old: "TokenSampler", prompt_tokens: list[int], generated: list[int]) -> "TokenSampler":
+        """A sampler for a request resumed from a checkpoint: penalty counts rebuilt from the
+        tokens already emitted (the old ones may count a token sampled in the failed step), the
+        random key carried on."""
+        new = cls(old.params, old.vocab_size, prompt_tokens)
+        if new._counts is not None and generated:
+            ids = mx.array([t for t in generated if 0 <= t < old.vocab_size], dtype=mx.int32)
+            new._counts = new._counts.at[ids].add(1.0)
+        new._key = old._key
+        return new
+
     @property
     def is_plain_greedy(self) -> bool:
         """Greedy with nothing to process or report: a bare argmax of the raw logits."""

@@ -88,6 +88,14 @@ class Scheduler:
         req.status = RequestStatus.RUNNING
         self.running.append(req)
 
+    def preempt(self, req: Request) -> None:
+        """Back to the head of the waiting queue (its KV is gone; it will be prefilled again)."""
+        for queue in (self.prefilling, self.running):
+            if req in queue:
+                queue.remove(req)
+        req.status = RequestStatus.WAITING
+        self.waiting.appendleft(req)
+
     def finish(self, req: Request) -> None:
         for queue in (self.prefilling, self.running):
             if req in queue:
