@@ -10,35 +10,36 @@ _mlxctl_commands() {
 _mlxctl_options() {
     case "$1" in
         mlxctl) echo '--debug --version --help' ;;
-        'mlxctl run') echo '--model -m --system -s --raw --max-tokens -n --temperature -t --top-p --top-k --min-p --repetition-penalty --presence-penalty --frequency-penalty --seed --stop --ignore-eos --logprobs --dtype --load-format --moe-top-k --json --verbose -v --help' ;;
-        'mlxctl serve') echo '--model -m --host --port -p --served-model-name --dtype --load-format --moe-top-k --max-num-seqs --prefill-chunk --max-waiting --stream-interval --api-key --api-key-file --auth-health --no-auth-health --cors-origin --rate-limit --max-body-mb --request-timeout --drain-grace --log-format --prefix-cache --no-prefix-cache --prefix-cache-gb --prefix-block-size --prefix-cache-bits --cache-dir --cache-dir-gb --warm-prompts --warm-prompts-concurrency --help' ;;
+        'mlxctl run') echo '--model -m --system -s --raw --max-tokens -n --temperature -t --top-p --top-k --min-p --repetition-penalty --presence-penalty --frequency-penalty --seed --stop --ignore-eos --logprobs --dtype --load-format --moe-top-k --json --verbose -v --mcp-config --mcp-max-rounds --mcp-audit-log --tool-choice --help' ;;
+        'mlxctl serve') echo '--model -m --host --port -p --served-model-name --dtype --load-format --moe-top-k --max-num-seqs --prefill-chunk --max-waiting --stream-interval --api-key --api-key-file --auth-health --no-auth-health --cors-origin --rate-limit --max-body-mb --request-timeout --drain-grace --log-format --prefix-cache --no-prefix-cache --prefix-cache-gb --prefix-block-size --prefix-cache-bits --cache-dir --cache-dir-gb --warm-prompts --warm-prompts-concurrency --tool-call-parser --reasoning-parser --max-retries --mcp-config --mcp-max-rounds --mcp-audit-log --help' ;;
         'mlxctl bench-serve') echo '--url --endpoint --model -m --api-key --prompt-tokens --output-tokens --concurrency -c --request-rate --num-requests -n --warmup --repeats --slo --ignore-eos --no-ignore-eos --timeout --seed --workload --json --csv --help' ;;
         'mlxctl chat') echo '--model -m --help' ;;
         'mlxctl embed') echo '--model -m --json --help' ;;
         'mlxctl transcribe') echo '--model -m --json --help' ;;
         'mlxctl speak') echo '--model -m --output -o --help' ;;
-        'mlxctl top') echo '--url --help' ;;
+        'mlxctl top') echo '--url --interval --api-key --help' ;;
         'mlxctl model') echo --help ;;
-        'mlxctl model inspect') echo '--json --help' ;;
-        'mlxctl model acquire') echo '--revision --quiet -q --help' ;;
+        'mlxctl model inspect') echo '--context -c --batch -b --dtype --json --help' ;;
+        'mlxctl model acquire') echo '--revision --allow-patterns --name --json --quiet -q --help' ;;
         'mlxctl model convert') echo '--bits --output -o --help' ;;
         'mlxctl model qualify') echo '--json --help' ;;
         'mlxctl model list') echo '--json --quiet -q --help' ;;
-        'mlxctl model rm') echo '--yes -y --help' ;;
+        'mlxctl model rm') echo '--yes -y --json --help' ;;
     esac
 }
 
 _mlxctl_value_options() {
     case "$1" in
-        'mlxctl run') echo '--model -m --system -s --max-tokens -n --temperature -t --top-p --top-k --min-p --repetition-penalty --presence-penalty --frequency-penalty --seed --stop --logprobs --dtype --load-format --moe-top-k' ;;
-        'mlxctl serve') echo '--model -m --host --port -p --served-model-name --dtype --load-format --moe-top-k --max-num-seqs --prefill-chunk --max-waiting --stream-interval --api-key --api-key-file --cors-origin --rate-limit --max-body-mb --request-timeout --drain-grace --log-format --prefix-cache-gb --prefix-block-size --prefix-cache-bits --cache-dir --cache-dir-gb --warm-prompts --warm-prompts-concurrency' ;;
+        'mlxctl run') echo '--model -m --system -s --max-tokens -n --temperature -t --top-p --top-k --min-p --repetition-penalty --presence-penalty --frequency-penalty --seed --stop --logprobs --dtype --load-format --moe-top-k --mcp-config --mcp-max-rounds --mcp-audit-log --tool-choice' ;;
+        'mlxctl serve') echo '--model -m --host --port -p --served-model-name --dtype --load-format --moe-top-k --max-num-seqs --prefill-chunk --max-waiting --stream-interval --api-key --api-key-file --cors-origin --rate-limit --max-body-mb --request-timeout --drain-grace --log-format --prefix-cache-gb --prefix-block-size --prefix-cache-bits --cache-dir --cache-dir-gb --warm-prompts --warm-prompts-concurrency --tool-call-parser --reasoning-parser --max-retries --mcp-config --mcp-max-rounds --mcp-audit-log' ;;
         'mlxctl bench-serve') echo '--url --endpoint --model -m --api-key --prompt-tokens --output-tokens --concurrency -c --request-rate --num-requests -n --warmup --repeats --slo --timeout --seed --workload --csv' ;;
         'mlxctl chat') echo '--model -m' ;;
         'mlxctl embed') echo '--model -m' ;;
         'mlxctl transcribe') echo '--model -m' ;;
         'mlxctl speak') echo '--model -m --output -o' ;;
-        'mlxctl top') echo --url ;;
-        'mlxctl model acquire') echo --revision ;;
+        'mlxctl top') echo '--url --interval --api-key' ;;
+        'mlxctl model inspect') echo '--context -c --batch -b --dtype' ;;
+        'mlxctl model acquire') echo '--revision --allow-patterns --name' ;;
         'mlxctl model convert') echo '--bits --output -o' ;;
     esac
 }

@@ -96,9 +96,10 @@ class BlockStream:
         return out + [content_block_stop(self.index)]
 
 
-def message_delta(stop: tuple[str, str | None], output_tokens: int) -> dict:
+def message_delta(stop: tuple[str, str | None], usage) -> dict:
+    """The final usage: message_start could not know how much of the prompt the cache served."""
     return {"type": "message_delta", "delta": {"stop_reason": stop[0], "stop_sequence": stop[1]},
-            "usage": {"output_tokens": output_tokens}}
+            "usage": usage_body(usage.prompt_tokens, usage.completion_tokens, usage.cached_tokens)}
 
 
 def message_stop() -> dict:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,6 +18,8 @@ from mlxctl.api.prompt import render_chat
 from mlxctl.errors import BadInputError
 
 TOOL_MODES = ("none", "auto", "required", "named")
+# formats whose markers are special tokens in their models' vocabularies: the text must keep them
+SPECIAL_TOKEN_FORMATS = frozenset({"gpt_oss", "kimi_k2", "deepseek_v3", "deepseek_r1", "mistral", "granite", "gemma"})
 
 
 @dataclass(frozen=True)
@@ -264,25 +267,84 @@ def make_plan(formats: ModelFormats, tools: list[dict], choice: ToolChoice, outp
                     thinking_budget, parallel and choice.mode == "required")
 
 
-def constraint_for(plan: ChatPlan) -> Any:
-    """The engine constraint that enforces the plan (None when nothing is enforced)."""
-    from mlxctl.api import reasoning, toolcalls
+def constraint_for(plan: ChatPlan, reasoning_open: bool = False) -> Any:
+    """The engine constraint that enforces the plan (None when nothing is enforced).
+
+    With a reasoning format whose markers are text (``<think>``, ``[THINK]``), the grammar
+    covers the thinking too: an optional thinking block (or, when the prompt opened it, the rest
+    of one), capped at ``thinking_budget`` tokens when given, then the answer the plan enforces.
+    A model that answers without thinking is still constrained. Formats whose markers are
+    special tokens (GPT-OSS) start the constraint when the end marker shows in the text."""
+    from mlxctl.api import reasoning
     from mlxctl.engine.constraints import ConstraintSpec
 
+    answer = _answer_grammar(plan)
     thinking = plan.reasoning_parser and plan.template_kwargs.get("enable_thinking", True) is not False
-    after = reasoning.get_parser(plan.reasoning_parser).end_marker if thinking else None
+    if not thinking:
+        if plan.thinking_budget is not None:
+            raise BadInputError("a thinking budget was given, but thinking is off for this request")
+        return None if answer is None else ConstraintSpec(*answer)
+    parser = reasoning.get_parser(plan.reasoning_parser)
+    if getattr(parser, "open_markers", None):
+        if answer is None and plan.thinking_budget is None:
+            return None
+        return ConstraintSpec("lark", _thinking_grammar(plan, parser, answer, reasoning_open), True, None)
+    if plan.thinking_budget is not None:
+        raise BadInputError(f"a thinking budget is not supported for the {plan.reasoning_parser} reasoning format")
+    return None if answer is None else ConstraintSpec(*answer, parser.end_marker)
+
+
+def _answer_grammar(plan: ChatPlan) -> tuple[str, str, bool] | None:
+    """(kind, value, strict) of what the answer must be: a forced tool call or the output format."""
+    from mlxctl.api import toolcalls
+
     if plan.choice.mode in ("required", "named") and plan.tools:
-        parser = toolcalls.get_parser(plan.tool_parser)
-        forcing = getattr(parser, "forcing_grammar", None)
-        grammar = forcing(plan.tools, plan.choice.name, plan.parallel) if forcing else None
-        if grammar is None:
+        forcing = getattr(toolcalls.get_parser(plan.tool_parser), "forcing_grammar", None)
+        if forcing is None:
             raise BadInputError(f"tool_choice={plan.choice.mode} needs constrained decoding, which the "
                                 f"{plan.tool_parser} tool-call format does not support yet", hint="use tool_choice=auto")
-        return ConstraintSpec("lark", grammar, True, after)
+        return "lark", forcing(plan.tools, plan.choice.name, plan.parallel), True
     fmt = plan.output_format
-    if fmt is None:
-        return None
-    return ConstraintSpec(fmt.kind, fmt.value, fmt.strict, after)
+    return None if fmt is None else (fmt.kind, fmt.value, fmt.strict)
+
+
+def _thinking_grammar(plan: ChatPlan, parser: Any, answer: tuple[str, str, bool] | None, reasoning_open: bool) -> str:
+    opener, end = parser.open_markers[0], parser.end_marker
+    budget = f"[max_tokens={plan.thinking_budget}]" if plan.thinking_budget is not None else ""
+    block = f"think {json.dumps(end)}" if reasoning_open else f"{json.dumps(opener)} think {json.dumps(end)}"
+    if plan.thinking_budget is None and not reasoning_open:
+        block = f"({block})?"
+    rules = ["%llguidance {}", f"start: {block} answer", f"think{budget}: THINK",
+             f"THINK: ~/(?s:.*){_lark_literal_regex(end)}(?s:.*)/"]
+    return "\n".join(rules + _answer_rules(answer))
+
+
+def _lark_literal_regex(text: str) -> str:
+    """``text`` as a Lark regex that matches it literally."""
+    return "".join(c if c.isalnum() or c == " " else "\\/" if c == "/" else "\\" + c if c in "\\^]" else f"[{c}]"
+                   for c in text)
+
+
+def _answer_rules(answer: tuple[str, str, bool] | None) -> list[str]:
+    """Lark rules defining ``answer``: free text, JSON (with the engine's whitespace cap), a
+    regex, or a Lark grammar whose start rule is renamed."""
+    from mlxctl.engine.constraints import JSON_WHITESPACE
+
+    if answer is None:
+        return ["answer: ANSWER", "ANSWER: /(?s:.*)/"]
+    kind, value, strict = answer
+    if kind in ("json_object", "json_schema"):
+        schema = json.loads(value) if kind == "json_schema" else {"type": "object"}
+        if isinstance(schema, dict):
+            schema = {**schema, "x-guidance": {"whitespace_flexible": True, "whitespace_pattern": JSON_WHITESPACE,
+                                               "lenient": not strict}}
+        return [f"answer: %json {json.dumps(schema)}"]
+    if kind == "regex":
+        from llguidance import regex_to_lark
+
+        return ["answer: ANSWER", f"ANSWER: /{regex_to_lark(value, 'dw')}/"]
+    lines = [line for line in value.splitlines() if not line.lstrip().startswith("%llguidance")]
+    return [re.sub(r"^(\s*)start(\s*[:\[])", r"\1answer\2", line) for line in lines]
 
 
 def template_messages(plan: ChatPlan, formats: ModelFormats, messages: list[dict]) -> tuple[list[dict], dict]:
@@ -328,10 +390,14 @@ def _flatten_calls(message: dict, formats: ModelFormats) -> dict:
     return message
 
 
-def with_plan(params: Any, plan: ChatPlan) -> Any:
+def with_plan(params: Any, plan: ChatPlan, reasoning_open: bool = False) -> Any:
     """The sampling parameters (SamplingParams) with the plan's constraint."""
-    constraint = constraint_for(plan)
-    return params if constraint is None else dataclasses.replace(params, constraint=constraint)
+    constraint = constraint_for(plan, reasoning_open)
+    if constraint is not None:
+        params = dataclasses.replace(params, constraint=constraint)
+    if {plan.tool_parser, plan.reasoning_parser} & SPECIAL_TOKEN_FORMATS:
+        params = dataclasses.replace(params, skip_special_tokens=False)
+    return params
 
 
 def render_plan(tokenizer: Any, plan: ChatPlan, formats: ModelFormats, messages: list[dict]) -> tuple[list[int], bool]:

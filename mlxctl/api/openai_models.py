@@ -132,6 +132,8 @@ class SamplingFields(_Body):
     repetition_penalty: float | None = Field(None, gt=0, le=2)
     ignore_eos: bool = False
     stop_token_ids: list[TokenId] | None = None
+    skip_special_tokens: bool = True
+    cache_salt: str | None = Field(None, min_length=1)  # only requests with the same salt share cached prefixes
 
     @field_validator("logit_bias")
     @classmethod
@@ -176,7 +178,7 @@ class ChatCompletionRequest(SamplingFields):
     reasoning_effort: Literal["none", "minimal", "low", "medium", "high"] | None = None
     chat_template_kwargs: dict[str, Any] | None = None  # e.g. {"enable_thinking": false}
     thinking_budget: int | None = Field(None, ge=0)  # extension: thinking tokens before it is closed
-    cache_salt: str | None = None  # extension: only requests with the same salt share cached prefixes
+    mcp: bool | None = None  # extension: run the tools of `serve --mcp-config` servers (docs/mcp.md)
     modalities: list[str] | None = None
 
     @field_validator("modalities")

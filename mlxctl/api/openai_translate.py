@@ -29,7 +29,8 @@ from mlxctl.api.chat_plan import (
     with_plan,
 )
 from mlxctl.api.chat_split import arguments_object
-from mlxctl.api.prompt import encode_text, render_chat
+from mlxctl.api.prompt import encode_text
+from mlxctl.engine.kv.media import cache_salt
 from mlxctl.engine.sampling import SamplingParams
 from mlxctl.errors import BadInputError, ModelNotFoundError
 
@@ -43,6 +44,7 @@ class Job:
     params: SamplingParams
     echo: str = ""
     reasoning_open: bool = False  # the prompt ends inside an open thinking block
+    cache_salt: str = ""  # engine/kv/media.py: keys the prefix cache beyond the tokens
 
 
 def check_model(name: str, served: tuple[str, ...]) -> None:
@@ -54,9 +56,10 @@ def check_model(name: str, served: tuple[str, ...]) -> None:
 def chat_jobs(body: ChatCompletionRequest, tokenizer: Any, formats: ModelFormats | None = None) -> tuple[list[Job], ChatPlan]:
     formats = formats or ModelFormats()
     plan = chat_plan(body, formats)
-    params = with_plan(chat_params(body), plan)
     jobs, opens = render_plan(tokenizer, plan, formats, [template_message(m) for m in body.messages])
-    return [dataclasses.replace(j, reasoning_open=opens) for j in fan_out([(jobs, "")], params, body.n)], plan
+    params = with_plan(chat_params(body), plan, opens)
+    salt = cache_salt(salt=body.cache_salt)
+    return [dataclasses.replace(j, reasoning_open=opens, cache_salt=salt) for j in fan_out([(jobs, "")], params, body.n)], plan
 
 
 def chat_plan(body: ChatCompletionRequest, formats: ModelFormats) -> ChatPlan:
@@ -76,7 +79,8 @@ def chat_plan(body: ChatCompletionRequest, formats: ModelFormats) -> ChatPlan:
 
 def completion_jobs(body: CompletionRequest, tokenizer: Any, vocab_size: int) -> list[Job]:
     prompts = [_prompt(p, tokenizer, vocab_size, body.echo) for p in prompt_list(body.prompt)]
-    return fan_out(prompts, completion_params(body), body.n)
+    salt = cache_salt(salt=body.cache_salt)
+    return [dataclasses.replace(j, cache_salt=salt) for j in fan_out(prompts, completion_params(body), body.n)]
 
 
 def fan_out(prompts: list[tuple[list[int], str]], params: SamplingParams, n: int) -> list[Job]:
@@ -145,6 +149,7 @@ def _params(body: SamplingFields, max_tokens: int | None, logprobs: bool, top: i
         max_tokens=max_tokens, logprobs=logprobs, top_logprobs=top, **_sampling(body),
         logit_bias={int(k): v for k, v in (body.logit_bias or {}).items()},
         stop=body.stop or (), stop_token_ids=tuple(body.stop_token_ids or ()), ignore_eos=body.ignore_eos,
+        skip_special_tokens=body.skip_special_tokens,
     )
     params.validate()
     return params

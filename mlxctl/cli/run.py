@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -38,6 +39,10 @@ def run(
     moe_top_k: MoeTopKOpt = None,
     json_: Annotated[bool, typer.Option("--json", help="Print one JSON object: text, finish_reason, usage, timings.")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Print timings and speeds on stderr.")] = False,
+    mcp_config: Annotated[Optional[Path], typer.Option("--mcp-config", metavar="FILE", show_default=False, help="MCP servers file (JSON or YAML with mcpServers): the model may call their tools, which run here; calls and results go to stderr (see docs/mcp.md).")] = None,
+    mcp_max_rounds: Annotated[int, typer.Option("--mcp-max-rounds", metavar="N", min=1, help="With --mcp-config: rounds of tool calls before the answer is printed.")] = 8,
+    mcp_audit_log: Annotated[Optional[Path], typer.Option("--mcp-audit-log", metavar="FILE", show_default=False, help="With --mcp-config: append one JSON line per tool call to FILE.")] = None,
+    tool_choice: Annotated[Optional[str], typer.Option("--tool-choice", metavar="CHOICE", show_default=False, help="With --mcp-config: auto, none, required or a tool name (server__tool); a forced call applies to the first round only.")] = None,
 ) -> None:
     """Generate a reply to PROMPT and stream it to stdout."""
     ensure_fast_blas()  # before stdin is read: it may re-execute this process
@@ -53,7 +58,23 @@ def run(
         logprobs=logprobs > 0, top_logprobs=logprobs,
     )
     params.validate()
-    _execute(out, model, (dtype, load_format, moe_top_k), spec, params, verbose)
+    mcp = _mcp_options(mcp_config, mcp_max_rounds, mcp_audit_log, tool_choice, raw)
+    _execute(out, model, (dtype, load_format, moe_top_k), spec, params, verbose, mcp)
+
+
+def _mcp_options(config: Path | None, max_rounds: int, audit_log: Path | None, tool_choice: str | None,
+                 raw: bool) -> dict | None:
+    """The MCP loop's settings, the config checked before the model loads; None without --mcp-config."""
+    if config is None:
+        if audit_log is not None or tool_choice is not None:
+            raise BadInputError(f"{'--tool-choice' if tool_choice is not None else '--mcp-audit-log'} needs --mcp-config")
+        return None
+    if raw:
+        raise BadInputError("--mcp-config needs the chat template", hint="drop --raw")
+    from mlxctl.mcp import load_config
+
+    return {"config": load_config(config.expanduser()), "max_rounds": max_rounds, "tool_choice": tool_choice,
+            "audit_log": str(audit_log.expanduser()) if audit_log else None}
 
 
 def read_prompt(words: list[str] | None, out: Output) -> str:
@@ -69,13 +90,17 @@ def read_prompt(words: list[str] | None, out: Output) -> str:
     return text
 
 
-def _execute(out: Output, model: str | None, weights: tuple, spec, params, verbose: bool) -> None:
+def _execute(out: Output, model: str | None, weights: tuple, spec, params, verbose: bool, mcp: dict | None = None) -> None:
     from mlxctl.cli.run_output import print_stream
     from mlxctl.generation import generate, open_engine
 
     dtype, load_format, moe_top_k = weights
     engine = open_engine(model, dtype=dtype, progress=out.message, load_format=load_format, moe_top_k=moe_top_k)
     try:
+        if mcp is not None:
+            from mlxctl.server.mcp_loop import run_with_mcp
+
+            return run_with_mcp(out, engine, spec, params, verbose=verbose, **mcp)
         stream = generate(engine, spec, params)
         try:
             print_stream(out, stream, engine.model.name, verbose)

@@ -39,7 +39,13 @@ CacheDirOpt = Annotated[Optional[Path], typer.Option("--cache-dir", metavar="DIR
 CacheDirGbOpt = Annotated[float, typer.Option("--cache-dir-gb", metavar="GB", min=0.0, help="Size cap of --cache-dir; 0: a tenth of the free disk, at most 20 GiB.")]
 WarmOpt = Annotated[Optional[Path], typer.Option("--warm-prompts", metavar="FILE", show_default=False, help="Prefill these prompts at start (JSON list or lines: system-prompt strings, {messages} or {prompt}).")]
 WarmNOpt = Annotated[int, typer.Option("--warm-prompts-concurrency", metavar="N", min=1, help="Warm prompts prefilled at once.")]
+ToolParserOpt = Annotated[str, typer.Option("--tool-call-parser", metavar="NAME", help="Tool-call format: auto (from the chat template), none, or a format name (docs/tools.md).")]
+ReasoningParserOpt = Annotated[str, typer.Option("--reasoning-parser", metavar="NAME", help="Reasoning format: auto, none, or a format name (docs/tools.md).")]
+RetriesOpt = Annotated[int, typer.Option("--max-retries", metavar="N", min=0, help="Failed engine steps a request may live through (it resumes from its checkpoint) before it ends with an error.")]
 LogOpt = Annotated[str, typer.Option("--log-format", metavar="FORMAT", help="Request log lines on stderr: human or json.")]
+McpConfigOpt = Annotated[Optional[Path], typer.Option("--mcp-config", metavar="FILE", show_default=False, help="MCP servers file (JSON or YAML with mcpServers): the server runs their tools for chat requests that opt in (see docs/mcp.md).")]
+McpRoundsOpt = Annotated[int, typer.Option("--mcp-max-rounds", metavar="N", min=1, help="Rounds of MCP tool calls per chat request before the answer is returned.")]
+McpAuditOpt = Annotated[Optional[Path], typer.Option("--mcp-audit-log", metavar="FILE", show_default=False, help="Append one JSON line per MCP tool call to FILE.")]
 
 
 def serve(
@@ -72,6 +78,12 @@ def serve(
     cache_dir_gb: CacheDirGbOpt = 0.0,
     warm_prompts: WarmOpt = None,
     warm_prompts_concurrency: WarmNOpt = 2,
+    tool_call_parser: ToolParserOpt = "auto",
+    reasoning_parser: ReasoningParserOpt = "auto",
+    max_retries: RetriesOpt = 3,
+    mcp_config: McpConfigOpt = None,
+    mcp_max_rounds: McpRoundsOpt = 8,
+    mcp_audit_log: McpAuditOpt = None,
 ) -> None:
     """Serve a model over OpenAI- and Anthropic-compatible HTTP APIs.
 
@@ -91,6 +103,8 @@ def serve(
     if (cache_dir or warm_prompts) and not prefix_cache:
         raise BadInputError("--cache-dir and --warm-prompts need the prefix cache", hint="drop --no-prefix-cache")
     warm = tuple(load_warm_prompts(warm_prompts)) if warm_prompts else ()
+    check_parsers(tool_call_parser, reasoning_parser)
+    mcp = check_mcp_options(mcp_config, mcp_audit_log)
     settings = ServeSettings(
         host=host, port=port, model_name=served_model_name or default_name(model),
         api_key=read_api_key(api_key, api_key_file, _from_flag(ctx, "api_key")), auth_health=auth_health,
@@ -98,11 +112,38 @@ def serve(
         rate_limit_per_minute=rate_limit, max_waiting=max_waiting, request_timeout_s=request_timeout,
         stream_interval=stream_interval, drain_grace_s=drain_grace, log_format=log_format,
         warm_prompts=warm, warm_prompts_concurrency=warm_prompts_concurrency,
+        tool_call_parser=tool_call_parser, reasoning_parser=reasoning_parser,
+        mcp_config=mcp, mcp_max_rounds=mcp_max_rounds, mcp_audit_log=str(mcp_audit_log.expanduser()) if mcp_audit_log else None,
     )
     prefix = PrefixConfig(enabled=prefix_cache, block_size=prefix_block_size, max_bytes=int(prefix_cache_gb * (1 << 30)),
                           bits=prefix_cache_bits, cache_dir=str(cache_dir) if cache_dir else None,
                           disk_max_bytes=int(cache_dir_gb * (1 << 30)))
-    _execute(output_for(ctx), model, (dtype, load_format, moe_top_k), settings, max_num_seqs, (prefill_chunk, prefix))
+    _execute(output_for(ctx), model, (dtype, load_format, moe_top_k), settings, max_num_seqs,
+             (prefill_chunk, prefix, max_retries))
+
+
+def check_parsers(tool: str, reasoning: str) -> None:
+    """Unknown format names fail before the model loads."""
+    from mlxctl.api import reasoning as reasoning_formats
+    from mlxctl.api import toolcalls
+
+    if tool not in ("auto", "none"):
+        toolcalls.get_parser(tool)
+    if reasoning not in ("auto", "none"):
+        reasoning_formats.get_parser(reasoning)
+
+
+def check_mcp_options(config: Path | None, audit_log: Path | None) -> str | None:
+    """--mcp-config checked before the model loads (a bad file is one line and exit 4); its path."""
+    if config is None:
+        if audit_log is not None:
+            raise BadInputError("--mcp-audit-log needs --mcp-config")
+        return None
+    from mlxctl.mcp import load_config
+
+    path = config.expanduser()
+    load_config(path)
+    return str(path.resolve())
 
 
 def _from_flag(ctx: typer.Context, name: str) -> bool:
@@ -144,9 +185,9 @@ def _execute(out: Output, model: str | None, weights: tuple, settings, max_num_s
     from mlxctl.server import lifecycle
     from mlxctl.server.app import init_app
 
-    prefill_chunk, prefix = engine_opts
+    prefill_chunk, prefix, max_retries = engine_opts
     config = EngineConfig(SchedulerConfig(max_num_seqs=max_num_seqs, prefill_chunk=prefill_chunk,
-                                          max_prefilling=min(8, max_num_seqs)), prefix=prefix)
+                                          max_prefilling=min(8, max_num_seqs)), prefix=prefix, max_retries=max_retries)
     dtype, load_format, moe_top_k = weights
     engine = lazy_engine(model, dtype=dtype, progress=out.message, config=config, load_format=load_format,
                          moe_top_k=moe_top_k)

@@ -51,12 +51,34 @@ def speak(text: TextArgs = None, model: ModelOpt = None, output: OutputPathOpt =
     raise not_built("speak")
 
 
-def top(url: UrlOpt = DEFAULT_URL) -> None:
+IntervalOpt = Annotated[
+    float,
+    typer.Option("--interval", metavar="SECONDS", min=0.1, help="Seconds between polls of the server."),
+]
+TopKeyOpt = Annotated[
+    Optional[str],
+    typer.Option("--api-key", metavar="KEY", envvar="MLXCTL_API_KEY", show_default=False,
+                 help="Bearer token for a server started with --api-key."),
+]
+
+
+def top(url: UrlOpt = DEFAULT_URL, interval: IntervalOpt = 1.0, api_key: TopKeyOpt = None) -> None:
     """Watch a running server live.
 
-    Shows requests running and waiting, tokens per second and KV cache use.
+    Shows requests running and waiting, tokens per second, time to first token, prefix cache
+    and memory use. Keys: q quit, p pause, r reset. Keeps retrying while the server is down.
     """
-    raise not_built("top")
+    import sys
+
+    from mlxctl.errors import BadInputError
+    from mlxctl.tui.client import base_url
+
+    base = base_url(url)
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        raise BadInputError("'top' needs a terminal", hint=f"for figures in scripts use curl {base}/v1/status")
+    from mlxctl.tui.top import TopApp
+
+    TopApp(url=base, interval=interval, api_key=api_key).run()
 
 
 COMMANDS = {

@@ -84,7 +84,7 @@ class Engine:
         return self
 
     def submit(self, prompt_tokens: list[int], params: SamplingParams, *, request_id: str | None = None,
-               loop: asyncio.AbstractEventLoop | None = None) -> RequestStream:
+               loop: asyncio.AbstractEventLoop | None = None, cache_salt: str = "") -> RequestStream:
         """Queue a request; read its events from the returned stream (async when ``loop``)."""
         params.validate(self.vocab_size)
         matcher = None
@@ -95,7 +95,8 @@ class Engine:
         max_new = check_prompt(len(prompt_tokens), params.max_tokens, self.model.context_length)
         rid = request_id or f"req-{next(self._ids)}"
         stream = RequestStream(rid, self.abort, loop)
-        self._inbox.put(("add", Request(rid, list(prompt_tokens), params, stream, max_new, constraint=matcher)))
+        self._inbox.put(("add", Request(rid, list(prompt_tokens), params, stream, max_new, constraint=matcher,
+                                        cache_salt=cache_salt)))
         return stream
 
     def abort(self, request_id: str) -> None:

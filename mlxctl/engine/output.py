@@ -15,7 +15,8 @@ class OutputProcessor:
     def __init__(self, tokenizer: Any, params: SamplingParams, eos_token_ids: set[int], max_new_tokens: int,
                  context_ids: list[int] = ()):
         # the prompt's last ids let SentencePiece decoders keep the first token's leading space
-        self._detok = IncrementalDetokenizer(tokenizer, context_ids=context_ids)
+        self._detok = IncrementalDetokenizer(tokenizer, skip_special_tokens=params.skip_special_tokens,
+                                             context_ids=context_ids)
         self._stops = StopMatcher(params.stop)
         stop_ids = set(params.stop_token_ids)
         self._stop_ids = stop_ids if params.ignore_eos else stop_ids | set(eos_token_ids)

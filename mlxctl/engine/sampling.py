@@ -65,6 +65,7 @@ class SamplingParams:
     stop: tuple[str, ...] = ()
     stop_token_ids: tuple[int, ...] = ()
     ignore_eos: bool = False
+    skip_special_tokens: bool = True  # False: special tokens (format markers) stay in the text
     logprobs: bool = False
     top_logprobs: int = 0  # 0..20; needs logprobs=True
     constraint: ConstraintSpec | None = None  # structured output; compiled by Engine.submit

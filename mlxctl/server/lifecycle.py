@@ -20,6 +20,7 @@ from mlxctl.errors import UnavailableError
 from mlxctl.server.interrupt import interrupt, shutdown_error
 from mlxctl.server.keys import ENGINE, SETTINGS, STATE
 from mlxctl.server.logs import configure as configure_logs
+from mlxctl.server.mcp_loop import close_mcp, start_mcp
 
 log = logging.getLogger("mlxctl.server")
 SETTLE_S = 5.0  # after the streams are ended: how long their views get to write the last event
@@ -53,8 +54,10 @@ async def run_until_signal(app: web.Application) -> None:
     await until_loaded_or(stop, start_engine(app[ENGINE]))
     if app[ENGINE].model is not None:
         start_warmup(app)
+        start_mcp(app)  # --mcp-config: connect to the MCP servers in the background
     await stop.wait()
     await drain(app, force)
+    await close_mcp(app)
 
 
 async def until_loaded_or(stop: asyncio.Event, load: asyncio.Future) -> None:

@@ -4,13 +4,26 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from mlxctl.server.views import anthropic, cache, health, openai, openapi, responses, status, tokenize
+from mlxctl.server.mcp_loop import close_mcp
+from mlxctl.server.views import (
+    anthropic,
+    cache,
+    health,
+    mcp,
+    openai,
+    openapi,
+    responses,
+    status,
+    tokenize,
+)
 
 
 def setup_routes(app: web.Application) -> None:
     app.router.add_get("/health", health.health)
     app.router.add_get("/v1/models", health.models)
     app.router.add_post("/v1/chat/completions", openai.chat_completions)
+    app.router.add_get("/v1/mcp/tools", mcp.tools)
+    app.on_cleanup.append(close_mcp)  # the MCP hub (serve --mcp-config) ends with the app
     app.router.add_post("/v1/completions", openai.completions)
     app.router.add_get("/v1/status", status.status)
     app.router.add_get("/metrics", status.metrics)

@@ -26,3 +26,6 @@ class ServeSettings:
     reasoning_parser: str = "auto"  # a reasoning registry name, auto or none
     warm_prompts: tuple = ()  # server.warm.WarmPrompt entries prefilled once the model is loaded
     warm_prompts_concurrency: int = 2  # of those, how many in flight at once
+    mcp_config: str | None = None  # an MCP servers file (--mcp-config): enables the MCP tool loop
+    mcp_max_rounds: int = 8  # rounds of MCP tool calls per chat request
+    mcp_audit_log: str | None = None  # a file that gets one JSON line per MCP call

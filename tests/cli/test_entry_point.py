@@ -16,7 +16,7 @@ TOP_LEVEL = ["model", "run", "chat", "embed", "transcribe", "speak", "serve", "b
 MODEL_VERBS = ["inspect", "acquire", "convert", "qualify", "list", "rm"]
 STUBS = [
     ["chat"], ["embed", "hello"], ["transcribe", "a.wav"], ["speak", "hello"],
-    ["top"], ["model", "convert", "m"], ["model", "qualify", "m"],
+    ["model", "convert", "m"], ["model", "qualify", "m"],
 ]  # model inspect/acquire/list/rm: tests/cli/test_model_cli.py
 HEAVY = ("mlx", "mlx_lm", "aiohttp", "textual")
 

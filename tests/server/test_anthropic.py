@@ -132,3 +132,15 @@ def test_a_final_assistant_message_is_a_prefill_the_reply_continues(client):
     msg = client.messages.create(model=MODEL, messages=prefill, max_tokens=3, extra_body=GREEDY)
     assert "Paris" in msg.content[0].text
     assert "capital" not in msg.content[0].text
+
+
+def test_streamed_usage_reports_cache_reads_like_the_plain_response(client):
+    system = "You answer questions about European capitals in one short sentence. " * 6
+    kw = dict(model=MODEL, system=system, messages=PARIS, max_tokens=6, extra_body=GREEDY)
+    client.messages.create(**kw)  # the prompt's blocks are cached now
+    plain = client.messages.create(**kw)
+    with client.messages.stream(**kw) as stream:
+        streamed = stream.get_final_message()
+    assert plain.usage.cache_read_input_tokens >= 64
+    assert streamed.usage.cache_read_input_tokens == plain.usage.cache_read_input_tokens
+    assert streamed.usage.input_tokens == plain.usage.input_tokens

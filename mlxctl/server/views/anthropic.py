@@ -44,7 +44,7 @@ async def messages(request: web.Request) -> web.StreamResponse:
     req = await parse_body(request, MessagesRequest)
     check_model(request, req.model)
     tokens, plan, opens = prompt_tokens(_tokenizer(request), req, model_formats(request.app))
-    params = with_plan(sampling_params(req), plan)
+    params = with_plan(sampling_params(req), plan, opens)
     splitter = new_splitter(plan, opens)
     if req.stream:
         return await _stream(request, req, tokens, params, splitter)
@@ -95,7 +95,7 @@ async def _stream_events(request: web.Request, resp: web.StreamResponse, req: Me
         await emit_all(blocks.feed(splitter.feed(text)))
     await emit_all(blocks.feed(splitter.finish()) + blocks.close())
     stop = stop_reason(chunks.finish.reason, chunks.finish.stop_string, blocks.called)
-    await emit_all([events.message_delta(stop, chunks.finish.usage.completion_tokens), events.message_stop()])
+    await emit_all([events.message_delta(stop, chunks.finish.usage), events.message_stop()])
 
 
 def _interval(request: web.Request) -> int:

@@ -24,6 +24,7 @@ from mlxctl.errors import ModelNotFoundError
 from mlxctl.server.body import parse_body
 from mlxctl.server.errors import ApiError
 from mlxctl.server.keys import ENGINE, SETTINGS
+from mlxctl.server.mcp_loop import chat_with_mcp, wants_mcp
 from mlxctl.server.served_model import model_formats
 from mlxctl.server.views.openai_stream import open_generations, stream_response
 
@@ -31,6 +32,8 @@ from mlxctl.server.views.openai_stream import open_generations, stream_response
 async def chat_completions(request: web.Request) -> web.StreamResponse:
     body = await parse_body(request, ChatCompletionRequest)
     tokenizer = _checked_tokenizer(request, body.model)
+    if wants_mcp(body):  # "mcp": true or a {"type": "mcp"} tool: the server runs MCP tool calls
+        return await chat_with_mcp(request, body, tokenizer)
     jobs, plan = chat_jobs(body, tokenizer, model_formats(request.app))
     output = ChatOutput(body.model, tokenizer, body.include_usage, plan, jobs[0].reasoning_open)
     return await _respond(request, body, jobs, output)

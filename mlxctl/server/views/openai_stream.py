@@ -29,7 +29,8 @@ from mlxctl.server.sse import open_sse, send
 
 async def open_generations(request: web.Request, stack: AsyncExitStack, jobs: list[Job]) -> list[RequestStream]:
     """Submit every job; all are aborted when ``stack`` closes before they finish."""
-    return [await stack.enter_async_context(generation(request, job.tokens, job.params)) for job in jobs]
+    return [await stack.enter_async_context(generation(request, job.tokens, job.params, job.cache_salt))
+            for job in jobs]
 
 
 async def stream_response(request: web.Request, jobs: list[Job], output: OpenAIOutput, n: int) -> web.StreamResponse:

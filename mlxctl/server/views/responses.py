@@ -57,7 +57,7 @@ async def create(request: web.Request) -> web.StreamResponse:
         if req.previous_response_id else ()
     messages = conversation(req, previous)
     tokens, plan, opens = prompt_tokens(request.app[ENGINE].model.tokenizer, req, messages, model_formats(request.app))
-    params, splitter = with_plan(sampling_params(req), plan), new_splitter(plan, opens)
+    params, splitter = with_plan(sampling_params(req), plan, opens), new_splitter(plan, opens)
     draft = ResponseDraft(req)
     if req.stream:
         return await _stream(request, draft, messages, tokens, params, splitter)

@@ -1,0 +1,225 @@
+"""The MCP tool loop of `serve --mcp-config`, over the real SmolLM2 and the calc test server (stdio).
+
+SmolLM2 does not call tools on its own, so the tests force the first round's call with
+``tool_choice`` (or force the exact output with a regex); the rounds after it answer freely.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import httpx
+import openai
+import pytest
+
+from mlxctl.api.openai_models import ChatCompletionRequest
+from mlxctl.server.mcp_loop import ToolLoop, split_tools
+from tests.cli.helpers import REPO, clean_env
+from tests.mcp.helpers import calc_stdio
+from tests.server.infra import MODEL
+
+pytest.importorskip("mcp")
+
+ADD = {"type": "function", "function": {"name": "calc__add"}}
+QUESTION = [{"role": "user", "content": "What is 2 + 3? Use the calculator."}]
+
+
+@pytest.fixture
+def calc_config(tmp_path):
+    path = tmp_path / "mcp.json"
+    path.write_text(json.dumps({"mcpServers": {"calc": calc_stdio(allow=["add", "boom"])}}))
+    return path
+
+
+@pytest.fixture
+def mcp_server(serve, calc_config, tmp_path):
+    """(base URL, audit log path) of a server with the calc MCP server configured."""
+    audit = tmp_path / "audit.jsonl"
+    return serve(mcp_config=str(calc_config), mcp_audit_log=str(audit)), audit
+
+
+def client(url: str) -> openai.OpenAI:
+    return openai.OpenAI(base_url=url + "/v1", api_key="x", timeout=300)
+
+
+def test_tools_endpoint_lists_the_allowed_tools(mcp_server):
+    url, _ = mcp_server
+    body = httpx.get(f"{url}/v1/mcp/tools", timeout=60).json()
+    names = [t["function"]["name"] for t in body["data"]]
+    assert "calc__add" in names and "calc__boom" in names
+    assert "calc__crash" not in names  # not on the allow-list
+    (server,) = body["servers"]
+    assert server["name"] == "calc" and server["state"] == "connected"
+    assert {t["name"]: t["allowed"] for t in server["tools"]}["calc__crash"] is False
+    assert body["max_rounds"] == 8
+
+
+def test_forced_call_runs_on_the_mcp_server_and_the_model_answers(mcp_server):
+    url, audit = mcp_server
+    resp = client(url).chat.completions.create(model=MODEL, messages=QUESTION, tool_choice=ADD, max_tokens=64,
+                                               extra_body={"mcp": True})
+    calls = resp.model_extra["mcp_calls"]
+    assert calls and calls[0]["name"] == "calc__add" and calls[0]["round"] == 1
+    first = calls[0]
+    args = json.loads(first["arguments"])
+    assert first["is_error"] is False, first
+    assert first["result"] == str(args["a"] + args["b"])
+    assert first["server"] == "calc" and first["tool"] == "add" and first["duration_s"] >= 0
+    assert resp.model_extra["mcp_rounds"] >= 2  # the call, then the answer
+    choice = resp.choices[0]
+    assert not choice.message.tool_calls  # the MCP calls were handled by the server
+    assert choice.finish_reason in ("stop", "length")
+    assert resp.usage.completion_tokens > 0
+    lines = [json.loads(line) for line in audit.read_text().splitlines()]
+    assert any(line["name"] == "calc__add" and line["is_error"] is False for line in lines)
+
+
+def test_tools_entry_narrowing_must_match(mcp_server):
+    url, _ = mcp_server
+    with pytest.raises(openai.BadRequestError, match="matches no available MCP tool"):
+        client(url).chat.completions.create(model=MODEL, messages=QUESTION, max_tokens=4,
+                                            tools=[{"type": "mcp", "allowed_tools": ["calc__nope"]}])
+
+
+def test_denied_tool_is_an_error_result_and_the_round_limit_stops_the_loop(serve, calc_config, tmp_path):
+    # The regex makes every round call calc__getenv, which the allow-list leaves out: the hub
+    # answers with an error the model sees; with one round allowed, the second round's call is
+    # not run and the response says so. (Opting in with a {"type": "mcp"} tools entry.)
+    url = serve(mcp_config=str(calc_config), mcp_max_rounds=1)
+    call = '<tool_call>\n{"name": "calc__getenv", "arguments": {"name": "HOME"}}\n</tool_call>'
+    resp = client(url).chat.completions.create(
+        model=MODEL, messages=QUESTION, max_tokens=40, tools=[{"type": "mcp", "allowed_tools": ["calc__a*"]}],
+        extra_body={"structured_outputs": {"regex": _regex_literal(call)}})
+    (denied,) = resp.model_extra["mcp_calls"]
+    assert denied["name"] == "calc__getenv" and denied["is_error"] is True
+    assert "not allowed" in denied["result"]
+    assert resp.choices[0].finish_reason == "length"
+    assert "limit of 1 round" in resp.model_extra["mcp_note"] and "calc__getenv" in resp.model_extra["mcp_note"]
+    assert not resp.choices[0].message.tool_calls
+
+
+def test_request_timeout_aborts_a_tool_call(serve, tmp_path):
+    # The regex forces a call of calc__slow for 300 s (the server allows 600 s a call); the
+    # request's 45 s limit ends the loop in the middle of the call, which is cancelled (and audited).
+    config, audit = tmp_path / "mcp.json", tmp_path / "audit.jsonl"
+    config.write_text(json.dumps({"mcpServers": {"calc": calc_stdio(timeout=600, allow=["slow"])}}))
+    url = serve(mcp_config=str(config), mcp_audit_log=str(audit), request_timeout_s=45)
+    call = '<tool_call>\n{"name": "calc__slow", "arguments": {"seconds": 300}}\n</tool_call>'
+    started = time.monotonic()
+    r = httpx.post(f"{url}/v1/chat/completions", timeout=120, json={
+        "model": MODEL, "messages": QUESTION, "max_tokens": 40, "mcp": True,
+        "structured_outputs": {"regex": _regex_literal(call)}})
+    assert r.status_code == 504, r.text
+    assert time.monotonic() - started < 70  # not the tool's 300 s
+    assert audit.exists(), "the generation itself took the whole 45 s: is the machine very busy?"
+    (line,) = map(json.loads, audit.read_text().splitlines())
+    assert line["name"] == "calc__slow" and line["is_error"] is True and line["duration_s"] < 45
+
+
+def test_client_tools_end_the_loop(mcp_server):
+    url, _ = mcp_server
+    remember = {"type": "function", "function": {"name": "remember", "parameters": {
+        "type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"], "additionalProperties": False}}}
+    resp = client(url).chat.completions.create(
+        model=MODEL, messages=[{"role": "user", "content": "Remember the number 7."}], max_tokens=40,
+        tools=[remember], tool_choice={"type": "function", "function": {"name": "remember"}},
+        extra_body={"mcp": True})
+    assert resp.choices[0].finish_reason == "tool_calls", resp
+    assert resp.choices[0].message.tool_calls[0].function.name == "remember"
+    assert resp.model_extra["mcp_calls"] == [] and resp.model_extra["mcp_rounds"] == 1
+
+
+def test_streaming_and_several_choices_are_refused(mcp_server):
+    url, _ = mcp_server
+    for extra, field in (({"stream": True}, "stream"), ({"n": 2}, "n")):
+        r = httpx.post(f"{url}/v1/chat/completions", timeout=60,
+                       json={"model": MODEL, "messages": QUESTION, "mcp": True, **extra})
+        assert r.status_code == 400 and r.json()["error"]["param"] == field
+
+
+def test_without_mcp_config(base_url):
+    r = httpx.get(f"{base_url}/v1/mcp/tools")
+    assert r.status_code == 404
+    assert r.json()["error"]["code"] == "mcp_not_configured" and "--mcp-config" in r.json()["error"]["message"]
+    for body in ({"mcp": True}, {"tools": [{"type": "mcp"}]}):
+        r = httpx.post(f"{base_url}/v1/chat/completions", json={"model": MODEL, "messages": QUESTION, **body})
+        assert r.status_code == 400, r.text
+        assert "--mcp-config" in r.json()["error"]["message"]
+
+
+def test_serve_refuses_a_bad_config_in_one_line(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"mcpServers": {"calc": {"args": ["x"]}}}')
+    result = subprocess.run([sys.executable, "-m", "mlxctl", "serve", "--mcp-config", str(bad), "--port", "1"],
+                            check=False, cwd=REPO, env=clean_env(), capture_output=True, text=True, timeout=60)
+    assert result.returncode == 4
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "needs either 'command'" in lines[0], result.stderr
+
+
+# ---- the loop's bookkeeping, without a model ----------------------------------------------------
+
+
+class _Result:
+    def __init__(self, text: str, is_error: bool = False):
+        self.text, self.is_error, self.server, self.tool, self.duration_s = text, is_error, "calc", "add", 0.0
+
+
+def _choice(*names: str, reason: str = "tool_calls") -> dict:
+    calls = [{"id": f"call_{i}", "type": "function", "function": {"name": n, "arguments": '{"a": 1}'}}
+             for i, n in enumerate(names)]
+    message = {"role": "assistant", "content": None, **({"tool_calls": calls} if calls else {})}
+    return {"index": 0, "message": message, "finish_reason": reason}
+
+
+def test_tool_loop_rounds():
+    loop = ToolLoop({"calc__add"}, max_rounds=2, servers={"calc"},
+                    client_names={"calc__mine"})
+    assert loop.tool_choice(ADD) == ADD
+    first = _choice("calc__add", "calc__secret")  # an offered tool and a denied one: both to the hub
+    calls = loop.after(first)
+    assert [c["function"]["name"] for c in calls] == ["calc__add", "calc__secret"]
+    assert loop.ran(first, calls, [_Result("2"), _Result("Error: not allowed", True)])
+    assert loop.tool_choice(ADD) == "auto" and loop.tool_choice("none") == "none"
+    assert [m["role"] for m in loop.added] == ["assistant", "tool", "tool"]
+    assert loop.added[0]["tool_calls"][0]["function"]["arguments"] == '{"a": 1}'
+    body = ChatCompletionRequest(model=MODEL, messages=QUESTION, tool_choice=ADD, mcp=True)
+    again = loop.round_body(body, [{"type": "function", "function": {"name": "calc__add"}}])
+    assert [m.role for m in again.messages] == ["user", "assistant", "tool", "tool"]
+    assert again.tool_choice == "auto" and again.mcp is None and again.messages[3].content == "Error: not allowed"
+    mixed = _choice("calc__add", "calc__mine")  # a client tool: run the MCP call, then hand back
+    calls = loop.after(mixed)
+    assert not loop.ran(mixed, calls, [_Result("2")])
+    assert [c["function"]["name"] for c in mixed["message"]["tool_calls"]] == ["calc__mine"]
+    assert mixed["finish_reason"] == "tool_calls"
+    over = _choice("calc__add")  # two rounds of calls ran: no third
+    assert loop.after(over) == [] and over["finish_reason"] == "length" and "tool_calls" not in over["message"]
+    ext = loop.extension()
+    assert len(ext["mcp_calls"]) == 3 and ext["mcp_rounds"] == 3 and "limit of 2" in ext["mcp_note"]
+
+
+def test_tool_loop_stops_on_a_cut_answer_and_plain_text():
+    loop = ToolLoop({"calc__add"})
+    cut = _choice("calc__add", reason="length")
+    assert loop.after(cut) == [] and "max_tokens" in loop.note
+    assert ToolLoop({"calc__add"}).after(_choice(reason="stop")) == []
+
+
+def test_split_tools():
+    fn = {"type": "function", "function": {"name": "f"}}
+    assert split_tools([fn, {"type": "mcp"}]) == ([fn], None)
+    assert split_tools([{"type": "mcp", "allowed_tools": ["calc__*"]}]) == ([], ["calc__*"])
+    from mlxctl.errors import BadInputError
+
+    with pytest.raises(BadInputError, match="unknown key"):
+        split_tools([{"type": "mcp", "server_url": "x"}])
+    with pytest.raises(BadInputError, match='"mcp": false'):
+        split_tools([{"type": "mcp"}], mcp_flag=False)
+
+
+def _regex_literal(text: str) -> str:
+    """A regex matching exactly ``text``."""
+    return "".join("\\n" if c == "\n" else "\\" + c if c in ".^$*+?{}[]\\|()" else c for c in text)
