@@ -2,7 +2,7 @@
 
 _mlxctl_commands() {
     case "$1" in
-        mlxctl) echo 'run serve bench-serve chat embed transcribe speak top model' ;;
+        mlxctl) echo 'run serve bench-serve transcribe embed chat speak top model' ;;
         'mlxctl model') echo 'inspect acquire convert qualify list rm' ;;
     esac
 }
@@ -11,18 +11,18 @@ _mlxctl_options() {
     case "$1" in
         mlxctl) echo '--debug --version --help' ;;
         'mlxctl run') echo '--model -m --system -s --raw --max-tokens -n --temperature -t --top-p --top-k --min-p --repetition-penalty --presence-penalty --frequency-penalty --seed --stop --ignore-eos --logprobs --dtype --load-format --moe-top-k --json --verbose -v --mcp-config --mcp-max-rounds --mcp-audit-log --tool-choice --help' ;;
-        'mlxctl serve') echo '--model -m --host --port -p --served-model-name --dtype --load-format --moe-top-k --max-num-seqs --prefill-chunk --max-waiting --stream-interval --api-key --api-key-file --auth-health --no-auth-health --cors-origin --rate-limit --max-body-mb --request-timeout --drain-grace --log-format --prefix-cache --no-prefix-cache --prefix-cache-gb --prefix-block-size --prefix-cache-bits --cache-dir --cache-dir-gb --warm-prompts --warm-prompts-concurrency --tool-call-parser --reasoning-parser --max-retries --mcp-config --mcp-max-rounds --mcp-audit-log --help' ;;
+        'mlxctl serve') echo '--model -m --host --port -p --served-model-name --dtype --load-format --moe-top-k --max-num-seqs --prefill-chunk --max-waiting --stream-interval --api-key --api-key-file --auth-health --no-auth-health --cors-origin --rate-limit --max-body-mb --request-timeout --drain-grace --log-format --prefix-cache --no-prefix-cache --prefix-cache-gb --prefix-block-size --prefix-cache-bits --cache-dir --cache-dir-gb --warm-prompts --warm-prompts-concurrency --tool-call-parser --reasoning-parser --max-retries --max-loaded-gb --keep-alive --mcp-config --mcp-max-rounds --mcp-audit-log --embedding-model --stt-model --help' ;;
         'mlxctl bench-serve') echo '--url --endpoint --model -m --api-key --prompt-tokens --output-tokens --concurrency -c --request-rate --num-requests -n --warmup --repeats --slo --ignore-eos --no-ignore-eos --timeout --seed --workload --json --csv --help' ;;
-        'mlxctl chat') echo '--model -m --help' ;;
-        'mlxctl embed') echo '--model -m --json --help' ;;
-        'mlxctl transcribe') echo '--model -m --json --help' ;;
+        'mlxctl transcribe') echo '--model -m --format -f --language -l --prompt --temperature -t --json --help' ;;
+        'mlxctl embed') echo '--model -m --output -o --normalize --no-normalize --truncate --json --quiet -q --help' ;;
+        'mlxctl chat') echo '--model -m --url --api-key --load --system -s --temperature -t --max-tokens -n --seed --help' ;;
         'mlxctl speak') echo '--model -m --output -o --help' ;;
         'mlxctl top') echo '--url --interval --api-key --help' ;;
         'mlxctl model') echo --help ;;
         'mlxctl model inspect') echo '--context -c --batch -b --dtype --json --help' ;;
         'mlxctl model acquire') echo '--revision --allow-patterns --name --json --quiet -q --help' ;;
-        'mlxctl model convert') echo '--bits --output -o --help' ;;
-        'mlxctl model qualify') echo '--json --help' ;;
+        'mlxctl model convert') echo '--name --quantize --group-size --recipe --dtype --json --quiet -q --help' ;;
+        'mlxctl model qualify') echo '--url --api-key --json --help' ;;
         'mlxctl model list') echo '--json --quiet -q --help' ;;
         'mlxctl model rm') echo '--yes -y --json --help' ;;
     esac
@@ -31,21 +31,27 @@ _mlxctl_options() {
 _mlxctl_value_options() {
     case "$1" in
         'mlxctl run') echo '--model -m --system -s --max-tokens -n --temperature -t --top-p --top-k --min-p --repetition-penalty --presence-penalty --frequency-penalty --seed --stop --logprobs --dtype --load-format --moe-top-k --mcp-config --mcp-max-rounds --mcp-audit-log --tool-choice' ;;
-        'mlxctl serve') echo '--model -m --host --port -p --served-model-name --dtype --load-format --moe-top-k --max-num-seqs --prefill-chunk --max-waiting --stream-interval --api-key --api-key-file --cors-origin --rate-limit --max-body-mb --request-timeout --drain-grace --log-format --prefix-cache-gb --prefix-block-size --prefix-cache-bits --cache-dir --cache-dir-gb --warm-prompts --warm-prompts-concurrency --tool-call-parser --reasoning-parser --max-retries --mcp-config --mcp-max-rounds --mcp-audit-log' ;;
+        'mlxctl serve') echo '--model -m --host --port -p --served-model-name --dtype --load-format --moe-top-k --max-num-seqs --prefill-chunk --max-waiting --stream-interval --api-key --api-key-file --cors-origin --rate-limit --max-body-mb --request-timeout --drain-grace --log-format --prefix-cache-gb --prefix-block-size --prefix-cache-bits --cache-dir --cache-dir-gb --warm-prompts --warm-prompts-concurrency --tool-call-parser --reasoning-parser --max-retries --max-loaded-gb --keep-alive --mcp-config --mcp-max-rounds --mcp-audit-log --embedding-model --stt-model' ;;
         'mlxctl bench-serve') echo '--url --endpoint --model -m --api-key --prompt-tokens --output-tokens --concurrency -c --request-rate --num-requests -n --warmup --repeats --slo --timeout --seed --workload --csv' ;;
-        'mlxctl chat') echo '--model -m' ;;
-        'mlxctl embed') echo '--model -m' ;;
-        'mlxctl transcribe') echo '--model -m' ;;
+        'mlxctl transcribe') echo '--model -m --format -f --language -l --prompt --temperature -t' ;;
+        'mlxctl embed') echo '--model -m --output -o' ;;
+        'mlxctl chat') echo '--model -m --url --api-key --load --system -s --temperature -t --max-tokens -n --seed' ;;
         'mlxctl speak') echo '--model -m --output -o' ;;
         'mlxctl top') echo '--url --interval --api-key' ;;
         'mlxctl model inspect') echo '--context -c --batch -b --dtype' ;;
         'mlxctl model acquire') echo '--revision --allow-patterns --name' ;;
-        'mlxctl model convert') echo '--bits --output -o' ;;
+        'mlxctl model convert') echo '--name --quantize --group-size --recipe --dtype' ;;
+        'mlxctl model qualify') echo '--url --api-key' ;;
     esac
 }
 
 _mlxctl_choices() {
-    :
+    case "$1" in
+        'mlxctl model convert --quantize') echo '2 3 4 6 8 auto none' ;;
+        'mlxctl model convert --group-size') echo '32 64 128' ;;
+        'mlxctl model convert --recipe') echo 'mixed_2_6 mixed_3_4 mixed_3_6 mixed_4_6' ;;
+        'mlxctl model convert --dtype') echo 'float16 bfloat16 float32' ;;
+    esac
 }
 
 _mlxctl() {

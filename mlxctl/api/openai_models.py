@@ -133,6 +133,7 @@ class SamplingFields(_Body):
     ignore_eos: bool = False
     stop_token_ids: list[TokenId] | None = None
     skip_special_tokens: bool = True
+    keep_alive: int | float | str | None = None  # Ollama's: how long the model stays loaded after this request
     cache_salt: str | None = Field(None, min_length=1)  # only requests with the same salt share cached prefixes
 
     @field_validator("logit_bias")

@@ -32,7 +32,7 @@ from mlxctl.api.chat_split import arguments_object
 from mlxctl.api.prompt import encode_text
 from mlxctl.engine.kv.media import cache_salt
 from mlxctl.engine.sampling import SamplingParams
-from mlxctl.errors import BadInputError, ModelNotFoundError
+from mlxctl.errors import BadInputError
 
 
 @dataclass(frozen=True)
@@ -45,12 +45,6 @@ class Job:
     echo: str = ""
     reasoning_open: bool = False  # the prompt ends inside an open thinking block
     cache_salt: str = ""  # engine/kv/media.py: keys the prefix cache beyond the tokens
-
-
-def check_model(name: str, served: tuple[str, ...]) -> None:
-    """Raise ModelNotFoundError unless ``name`` is the served model or one of its aliases."""
-    if name not in served:
-        raise ModelNotFoundError(f"The model '{name}' does not exist; this server serves '{served[0]}'")
 
 
 def chat_jobs(body: ChatCompletionRequest, tokenizer: Any, formats: ModelFormats | None = None) -> tuple[list[Job], ChatPlan]:

@@ -15,9 +15,11 @@ from mlxctl import __version__
 from mlxctl.cli import model, stubs
 from mlxctl.cli.bench_serve import bench_serve
 from mlxctl.cli.context import output_for, state_of
+from mlxctl.cli.embed import embed
 from mlxctl.cli.entry import invoke
 from mlxctl.cli.run import run
 from mlxctl.cli.serve import serve
+from mlxctl.cli.transcribe import transcribe
 
 DEBUG_HELP = "Show full tracebacks on errors (also MLXCTL_DEBUG=1)."
 VERSION_HELP = "Show the version and exit."
@@ -55,6 +57,8 @@ app.add_typer(model.app, name="model")
 app.command()(run)
 app.command()(serve)
 app.command("bench-serve")(bench_serve)
+app.command()(transcribe)
+app.command()(embed)
 for _name, _command in stubs.COMMANDS.items():
     app.command(_name)(_command)
 

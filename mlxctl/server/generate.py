@@ -14,14 +14,15 @@ from mlxctl.engine.streams import RequestStream
 from mlxctl.errors import MlxctlError
 from mlxctl.server.errors import ApiError
 from mlxctl.server.interrupt import interrupt, timeout_error
-from mlxctl.server.keys import ENGINE, SETTINGS, STATE
+from mlxctl.server.keys import SETTINGS, STATE
+from mlxctl.server.served_model import engine_of
 
 BACKSTOP_S = 10.0  # after the timeout event, how long a view may take before it is cancelled
 
 
 def submit(request: web.Request, tokens: list[int], params: SamplingParams, cache_salt: str = "") -> RequestStream:
     """Queue a generation, or refuse it: 503 when loading or the queue is full, 400 for bad input."""
-    engine, settings = request.app[ENGINE], request.app[SETTINGS]
+    engine, settings = engine_of(request), request.app[SETTINGS]
     if engine.model is None:
         raise ApiError(503, "the model is still loading", headers={"Retry-After": "5"})
     if len(engine.scheduler.waiting) >= settings.max_waiting:

@@ -11,4 +11,5 @@ from mlxctl.server.settings import ServeSettings
 
 ENGINE = web.AppKey("engine", Engine)
 SETTINGS = web.AppKey("settings", ServeSettings)
+POOL = web.AppKey("pool", Any)  # residency.ModelPool: the models besides the primary one
 STATE = web.AppKey("state", Any)  # ServerState: draining flag, counters, response store

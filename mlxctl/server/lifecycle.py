@@ -18,7 +18,7 @@ from aiohttp import web
 
 from mlxctl.errors import UnavailableError
 from mlxctl.server.interrupt import interrupt, shutdown_error
-from mlxctl.server.keys import ENGINE, SETTINGS, STATE
+from mlxctl.server.keys import ENGINE, POOL, SETTINGS, STATE
 from mlxctl.server.logs import configure as configure_logs
 from mlxctl.server.mcp_loop import close_mcp, start_mcp
 
@@ -36,6 +36,9 @@ async def serve(app: web.Application, announce: Callable[[str], None]) -> None:
         await run_until_signal(app)
     finally:
         await runner.cleanup()
+        for task in list(app[STATE].background):
+            task.cancel()
+        await app[POOL].close()
         if app[ENGINE].model is not None:  # a load still going on dies with the process
             app[ENGINE].shutdown()
 
@@ -55,6 +58,9 @@ async def run_until_signal(app: web.Application) -> None:
     if app[ENGINE].model is not None:
         start_warmup(app)
         start_mcp(app)  # --mcp-config: connect to the MCP servers in the background
+    reaper = asyncio.ensure_future(app[POOL].reaper())  # idle pool models unload after their keep-alive
+    app[STATE].background.add(reaper)
+    reaper.add_done_callback(app[STATE].background.discard)
     await stop.wait()
     await drain(app, force)
     await close_mcp(app)

@@ -361,7 +361,7 @@ async def chat_with_mcp(request: web.Request, body: Any, tokenizer: Any) -> web.
     hub = await service.ready()
     mcp_tools = offered_tools(hub.tools(), patterns)
     tools = merged_tools(client_tools, mcp_tools)
-    formats = model_formats(request.app)
+    formats = model_formats(request)
     loop = ToolLoop({t["function"]["name"] for t in mcp_tools}, settings.mcp_max_rounds, servers=hub.config.servers,
                     client_names={t["function"]["name"] for t in openai_tools(client_tools)})
     usages = []

@@ -60,6 +60,17 @@ WHILE_LOADING = ("/health", "/v1/models", "/v1/status", "/metrics", "/openapi.js
 
 
 @web.middleware
+async def leases(request: web.Request, handler) -> web.StreamResponse:
+    """Residency leases a view took (served_model.use_model) end with its response."""
+    from mlxctl.server.served_model import release_models
+
+    try:
+        return await handler(request)
+    finally:
+        release_models(request)
+
+
+@web.middleware
 async def loading(request: web.Request, handler) -> web.StreamResponse:
     """503 with Retry-After for model endpoints until the engine has loaded its model."""
     if request.app[ENGINE].model is None and request.path not in WHILE_LOADING and request.method != "OPTIONS":

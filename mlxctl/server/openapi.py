@@ -24,6 +24,8 @@ PROTOCOL_MODELS = {
     "/v1/responses": ("mlxctl.api.responses_models", ("ResponsesRequest", "ResponseRequest", "CreateResponseRequest")),
     "/tokenize": ("mlxctl.server.views.tokenize", ("TokenizeRequest",)),
     "/detokenize": ("mlxctl.server.views.tokenize", ("DetokenizeRequest",)),
+    "/v1/embeddings": ("mlxctl.server.views.embeddings", ("EmbeddingsRequest",)),
+    "/v1/rerank": ("mlxctl.server.views.embeddings", ("RerankRequest",)),
 }
 
 

@@ -10,12 +10,16 @@ JSON = "application/json"
 
 SUMMARIES = {
     "/health": "Liveness: 200 once the model is loaded, 503 while loading or shutting down.",
-    "/v1/models": "The served model and its aliases.",
+    "/v1/models": "The served models (the primary one, its aliases and the resident pool) with their state.",
+    "/v1/models/{name}/load": "Load a pool model now.",
+    "/v1/models/{name}/unload": "Unload a pool model no request is using (?force=true for a pinned one).",
     "/v1/status": "Scheduler queues with each request's progress, batch size, KV and memory figures.",
     "/metrics": "Prometheus metrics (text exposition format).",
     "/tokenize": "Token ids of a prompt or of chat messages rendered with the chat template.",
     "/detokenize": "The text of token ids.",
     "/openapi.json": "This document.",
+    "/v1/embeddings": "OpenAI embeddings from the model serve --embedding-model names (float or base64).",
+    "/v1/rerank": "Documents ordered by cosine similarity to the query (bi-encoder reranking).",
 }
 ERROR = {"description": "An error in the protocol's shape", "content": {JSON: {"schema": OBJECT}}}
 TEXT_RESPONSES = {"/metrics": "text/plain"}

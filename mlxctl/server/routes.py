@@ -5,6 +5,8 @@ from __future__ import annotations
 from aiohttp import web
 
 from mlxctl.server.mcp_loop import close_mcp
+from mlxctl.server.views import embeddings
+from mlxctl.server.views import audio
 from mlxctl.server.views import (
     anthropic,
     cache,
@@ -21,6 +23,8 @@ from mlxctl.server.views import (
 def setup_routes(app: web.Application) -> None:
     app.router.add_get("/health", health.health)
     app.router.add_get("/v1/models", health.models)
+    app.router.add_post("/v1/models/{name}/load", health.load_model)
+    app.router.add_post("/v1/models/{name}/unload", health.unload_model)
     app.router.add_post("/v1/chat/completions", openai.chat_completions)
     app.router.add_get("/v1/mcp/tools", mcp.tools)
     app.on_cleanup.append(close_mcp)  # the MCP hub (serve --mcp-config) ends with the app
@@ -37,3 +41,5 @@ def setup_routes(app: web.Application) -> None:
     app.router.add_post("/v1/responses", responses.create)
     app.router.add_get("/v1/responses/{response_id}", responses.retrieve)
     app.router.add_delete("/v1/responses/{response_id}", responses.delete)
+    embeddings.setup(app)  # /v1/embeddings, /v1/rerank and the embedding model's thread
+    audio.setup(app)  # /v1/audio/transcriptions and the speech-to-text model's thread

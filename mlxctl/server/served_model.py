@@ -1,4 +1,5 @@
-"""The model names this server answers to; any other name in a request is a 404."""
+"""The models this server answers to, per request: the primary one (``serve -m``, its served name
+and aliases) and the resident pool's (``serve -m NAME=REF``). Any other name is a 404."""
 
 from __future__ import annotations
 
@@ -6,23 +7,76 @@ from typing import Any
 
 from aiohttp import web
 
+from mlxctl.errors import BadInputError, MlxctlError
 from mlxctl.server.errors import ApiError
-from mlxctl.server.keys import ENGINE, SETTINGS, STATE
+from mlxctl.server.keys import ENGINE, POOL, SETTINGS, STATE
+
+REQUEST_ENGINE = "mlxctl.engine"  # the engine a request resolved to (request-scoped)
+REQUEST_LEASES = "mlxctl.leases"  # residency leases the request holds until its response is done
 
 
-def model_formats(app: web.Application) -> Any:
-    """The served model's tool-call and reasoning formats, detected once per loaded tokenizer."""
-    from mlxctl.api.chat_plan import ModelFormats
-
-    engine, settings, state = app[ENGINE], app[SETTINGS], app[STATE]
-    tokenizer = engine.model.tokenizer
-    if state.formats is None or state.formats[0] is not tokenizer:
-        state.formats = (tokenizer, ModelFormats.detect(tokenizer, settings.tool_call_parser, settings.reasoning_parser))
-    return state.formats[1]
+def served_names(app: web.Application) -> list[str]:
+    settings = app[SETTINGS]
+    return [settings.model_name, *settings.aliases, *app[POOL].models]
 
 
 def check_model(request: web.Request, name: str) -> None:
-    settings = request.app[SETTINGS]
-    if name not in (settings.model_name, *settings.aliases):
-        raise ApiError(404, f"model '{name}' not found: this server serves '{settings.model_name}'",
+    if name not in served_names(request.app):
+        names = ", ".join(f"'{n}'" for n in served_names(request.app))
+        raise ApiError(404, f"model '{name}' not found: this server serves {names}",
                        param="model", code="model_not_found")
+
+
+async def use_model(request: web.Request, name: str, keep_alive: Any = None) -> Any:
+    """The engine for ``name``, loaded (a pool model is leased until the response is done)."""
+    check_model(request, name)
+    settings, pool = request.app[SETTINGS], request.app[POOL]
+    if name in (settings.model_name, *settings.aliases):
+        if keep_alive is not None:
+            _check_keep_alive(keep_alive)
+        engine = request.app[ENGINE]
+    else:
+        try:
+            resident = await pool.lease(name, keep_alive)
+        except MlxctlError as err:
+            if isinstance(err, BadInputError):
+                raise ApiError(400, err.message, param="keep_alive") from err
+            raise ApiError(503, f"model '{name}' could not be loaded: {err.message}") from err
+        request[REQUEST_LEASES] = [*request.get(REQUEST_LEASES, []), resident]
+        engine = resident.engine
+    request[REQUEST_ENGINE] = engine
+    return engine
+
+
+def _check_keep_alive(value: Any) -> None:
+    from mlxctl.server.residency import parse_keep_alive
+
+    try:
+        parse_keep_alive(value)
+    except MlxctlError as err:
+        raise ApiError(400, err.message, param="keep_alive") from err
+
+
+def release_models(request: web.Request) -> None:
+    pool = request.app[POOL]
+    for resident in request.get(REQUEST_LEASES, ()):
+        pool.release(resident)
+    request[REQUEST_LEASES] = []
+
+
+def engine_of(request: web.Request) -> Any:
+    """The engine the request resolved to with ``use_model`` (the primary one otherwise)."""
+    return request.get(REQUEST_ENGINE) or request.app[ENGINE]
+
+
+def model_formats(request: web.Request) -> Any:
+    """The request's model's tool-call and reasoning formats, detected once per tokenizer."""
+    from mlxctl.api.chat_plan import ModelFormats
+
+    settings, state = request.app[SETTINGS], request.app[STATE]
+    tokenizer = engine_of(request).model.tokenizer
+    cached = state.formats.get(id(tokenizer)) if state.formats else None
+    if cached is None or cached[0] is not tokenizer:
+        cached = (tokenizer, ModelFormats.detect(tokenizer, settings.tool_call_parser, settings.reasoning_parser))
+        state.formats = {**(state.formats or {}), id(tokenizer): cached}
+    return cached[1]

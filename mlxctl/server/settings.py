@@ -29,3 +29,5 @@ class ServeSettings:
     mcp_config: str | None = None  # an MCP servers file (--mcp-config): enables the MCP tool loop
     mcp_max_rounds: int = 8  # rounds of MCP tool calls per chat request
     mcp_audit_log: str | None = None  # a file that gets one JSON line per MCP call
+    embedding_model: str | None = None  # --embedding-model: serves /v1/embeddings and /v1/rerank
+    stt_model: str | None = None  # --stt-model: /v1/audio/transcriptions' model (None: whisper-tiny-en, on first use)

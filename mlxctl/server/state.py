@@ -21,7 +21,7 @@ class ServerState:
     streams: set[RequestStream] = field(default_factory=set)  # generations still open
     buckets: dict[str, Any] = field(default_factory=dict)  # rate limit: client -> TokenBucket
     idle: asyncio.Event = field(default_factory=asyncio.Event)
-    formats: Any = None  # (tokenizer, api.chat_plan.ModelFormats) of the served model
+    formats: Any = None  # {id(tokenizer): (tokenizer, api.chat_plan.ModelFormats)} per served model
     warm: Any = None  # server.warm.WarmProgress while or after --warm-prompts runs
     background: set[asyncio.Task] = field(default_factory=set)  # tasks the app owns (warm-up)
     mcp: Any = None  # server.mcp_loop.McpService with --mcp-config

@@ -15,9 +15,8 @@ from tests.cli.helpers import REPO, clean_env, run_cli
 TOP_LEVEL = ["model", "run", "chat", "embed", "transcribe", "speak", "serve", "bench-serve", "top"]
 MODEL_VERBS = ["inspect", "acquire", "convert", "qualify", "list", "rm"]
 STUBS = [
-    ["chat"], ["embed", "hello"], ["transcribe", "a.wav"], ["speak", "hello"],
-    ["model", "convert", "m"], ["model", "qualify", "m"],
-]  # model inspect/acquire/list/rm: tests/cli/test_model_cli.py
+    ["speak", "hello"],  # embed: tests/embed/test_cli.py; chat: tests/tui; transcribe: tests/audio
+]  # model inspect/acquire/list/rm: tests/cli/test_model_cli.py; convert/qualify: test_model_convert_qualify.py
 HEAVY = ("mlx", "mlx_lm", "aiohttp", "textual")
 
 IMPORTS_AFTER_HELP = """

@@ -101,22 +101,24 @@ def test_denied_tool_is_an_error_result_and_the_round_limit_stops_the_loop(serve
     assert not resp.choices[0].message.tool_calls
 
 
+@pytest.mark.slow  # waits for the 120 s request timeout
 def test_request_timeout_aborts_a_tool_call(serve, tmp_path):
     # The regex forces a call of calc__slow for 300 s (the server allows 600 s a call); the
-    # request's 45 s limit ends the loop in the middle of the call, which is cancelled (and audited).
+    # request's 120 s limit ends the loop in the middle of the call, which is cancelled (and audited).
+    # The generation takes about 20 s on an idle 2-core machine; the margin is for busy ones.
     config, audit = tmp_path / "mcp.json", tmp_path / "audit.jsonl"
     config.write_text(json.dumps({"mcpServers": {"calc": calc_stdio(timeout=600, allow=["slow"])}}))
-    url = serve(mcp_config=str(config), mcp_audit_log=str(audit), request_timeout_s=45)
+    url = serve(mcp_config=str(config), mcp_audit_log=str(audit), request_timeout_s=120)
     call = '<tool_call>\n{"name": "calc__slow", "arguments": {"seconds": 300}}\n</tool_call>'
     started = time.monotonic()
-    r = httpx.post(f"{url}/v1/chat/completions", timeout=120, json={
+    r = httpx.post(f"{url}/v1/chat/completions", timeout=240, json={
         "model": MODEL, "messages": QUESTION, "max_tokens": 40, "mcp": True,
         "structured_outputs": {"regex": _regex_literal(call)}})
     assert r.status_code == 504, r.text
-    assert time.monotonic() - started < 70  # not the tool's 300 s
-    assert audit.exists(), "the generation itself took the whole 45 s: is the machine very busy?"
+    assert time.monotonic() - started < 200  # not the tool's 300 s
+    assert audit.exists(), "the generation itself took the whole 120 s: is the machine very busy?"
     (line,) = map(json.loads, audit.read_text().splitlines())
-    assert line["name"] == "calc__slow" and line["is_error"] is True and line["duration_s"] < 45
+    assert line["name"] == "calc__slow" and line["is_error"] is True and line["duration_s"] < 120
 
 
 def test_client_tools_end_the_loop(mcp_server):

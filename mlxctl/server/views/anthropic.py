@@ -23,27 +23,23 @@ from mlxctl.errors import MlxctlError
 from mlxctl.server.body import parse_body
 from mlxctl.server.errors import ApiError, error_body
 from mlxctl.server.generate import generation
-from mlxctl.server.keys import ENGINE, SETTINGS
-from mlxctl.server.served_model import check_model, model_formats
+from mlxctl.server.keys import SETTINGS
+from mlxctl.server.served_model import model_formats, use_model
 from mlxctl.server.sse import open_sse, send
 from mlxctl.server.text_chunks import TextChunks
 
 
-def _tokenizer(request: web.Request) -> Any:
-    return request.app[ENGINE].model.tokenizer
-
-
 async def count_tokens(request: web.Request) -> web.Response:
     req = await parse_body(request, CountTokensRequest)
-    check_model(request, req.model)
-    tokens, _, _ = prompt_tokens(_tokenizer(request), req, model_formats(request.app))
+    tokenizer = (await use_model(request, req.model)).model.tokenizer
+    tokens, _, _ = prompt_tokens(tokenizer, req, model_formats(request))
     return web.json_response({"input_tokens": len(tokens)})
 
 
 async def messages(request: web.Request) -> web.StreamResponse:
     req = await parse_body(request, MessagesRequest)
-    check_model(request, req.model)
-    tokens, plan, opens = prompt_tokens(_tokenizer(request), req, model_formats(request.app))
+    tokenizer = (await use_model(request, req.model)).model.tokenizer
+    tokens, plan, opens = prompt_tokens(tokenizer, req, model_formats(request))
     params = with_plan(sampling_params(req), plan, opens)
     splitter = new_splitter(plan, opens)
     if req.stream:

@@ -6,7 +6,9 @@ import time
 
 from aiohttp import web
 
-from mlxctl.server.keys import ENGINE, SETTINGS
+from mlxctl.errors import MlxctlError
+from mlxctl.server.errors import ApiError
+from mlxctl.server.keys import ENGINE, POOL, SETTINGS
 
 STARTED = int(time.time())
 
@@ -19,7 +21,46 @@ async def health(request: web.Request) -> web.Response:
 
 
 async def models(request: web.Request) -> web.Response:
-    settings = request.app[SETTINGS]
-    names = (settings.model_name, *settings.aliases)
-    data = [{"id": n, "object": "model", "created": STARTED, "owned_by": "mlxctl"} for n in names]
+    """Every served model with its residency state (an extension beside OpenAI's fields)."""
+    settings, engine = request.app[SETTINGS], request.app[ENGINE]
+    primary = {"state": "ready" if engine.model is not None else "loading", "pinned": True}
+    data = [{"id": n, "object": "model", "created": STARTED, "owned_by": "mlxctl", **primary}
+            for n in (settings.model_name, *settings.aliases)]
+    for r in request.app[POOL].describe():
+        data.append({"id": r["id"], "object": "model", "created": STARTED, "owned_by": "mlxctl",
+                     **{k: v for k, v in r.items() if k != "id"}})
+    from mlxctl.server.views.embeddings import listed_models
+
+    data.extend(listed_models(request.app, STARTED))  # serve --embedding-model
     return web.json_response({"object": "list", "data": data})
+
+
+async def load_model(request: web.Request) -> web.Response:
+    """POST /v1/models/{name}/load: load a pool model now (200 when it is resident)."""
+    resident = _resident(request)
+    try:
+        await request.app[POOL].load(resident.name)
+    except MlxctlError as err:
+        raise ApiError(503, f"model '{resident.name}' could not be loaded: {err.message}") from err
+    return web.json_response(resident.describe())
+
+
+async def unload_model(request: web.Request) -> web.Response:
+    """POST /v1/models/{name}/unload: unload a pool model no request is using (409 otherwise)."""
+    resident = _resident(request)
+    force = request.query.get("force", "false").lower() in ("1", "true")
+    if resident.state == "ready" and not await request.app[POOL].unload(resident.name, force=force):
+        why = "requests are using it" if resident.leases else "it is pinned (add ?force=true)"
+        raise ApiError(409, f"model '{resident.name}' was not unloaded: {why}")
+    return web.json_response(resident.describe())
+
+
+def _resident(request: web.Request):
+    name = request.match_info["name"]
+    resident = request.app[POOL].get(name)
+    if resident is None:
+        settings = request.app[SETTINGS]
+        why = "the primary model cannot be loaded or unloaded" if name in (settings.model_name, *settings.aliases) \
+            else "not a served model"
+        raise ApiError(404, f"model '{name}': {why}", param="name", code="model_not_found")
+    return resident

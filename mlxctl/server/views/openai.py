@@ -19,40 +19,30 @@ from mlxctl.api.openai_output import (
     total_usage,
 )
 from mlxctl.api.openai_pieces import whole
-from mlxctl.api.openai_translate import Job, chat_jobs, check_model, completion_jobs
-from mlxctl.errors import ModelNotFoundError
+from mlxctl.api.openai_translate import Job, chat_jobs, completion_jobs
 from mlxctl.server.body import parse_body
 from mlxctl.server.errors import ApiError
-from mlxctl.server.keys import ENGINE, SETTINGS
 from mlxctl.server.mcp_loop import chat_with_mcp, wants_mcp
-from mlxctl.server.served_model import model_formats
+from mlxctl.server.served_model import model_formats, use_model
 from mlxctl.server.views.openai_stream import open_generations, stream_response
 
 
 async def chat_completions(request: web.Request) -> web.StreamResponse:
     body = await parse_body(request, ChatCompletionRequest)
-    tokenizer = _checked_tokenizer(request, body.model)
+    tokenizer = (await use_model(request, body.model, body.keep_alive)).model.tokenizer
     if wants_mcp(body):  # "mcp": true or a {"type": "mcp"} tool: the server runs MCP tool calls
         return await chat_with_mcp(request, body, tokenizer)
-    jobs, plan = chat_jobs(body, tokenizer, model_formats(request.app))
+    jobs, plan = chat_jobs(body, tokenizer, model_formats(request))
     output = ChatOutput(body.model, tokenizer, body.include_usage, plan, jobs[0].reasoning_open)
     return await _respond(request, body, jobs, output)
 
 
 async def completions(request: web.Request) -> web.StreamResponse:
     body = await parse_body(request, CompletionRequest)
-    tokenizer = _checked_tokenizer(request, body.model)
-    jobs = completion_jobs(body, tokenizer, request.app[ENGINE].vocab_size)
+    engine = await use_model(request, body.model, body.keep_alive)
+    jobs = completion_jobs(body, engine.model.tokenizer, engine.vocab_size)
+    tokenizer = engine.model.tokenizer
     return await _respond(request, body, jobs, CompletionOutput(body.model, tokenizer, body.include_usage))
-
-
-def _checked_tokenizer(request: web.Request, model: str):
-    settings = request.app[SETTINGS]
-    try:
-        check_model(model, (settings.model_name, *settings.aliases))
-    except ModelNotFoundError as err:
-        raise ApiError(404, err.message, param="model", code="model_not_found") from err
-    return request.app[ENGINE].model.tokenizer
 
 
 async def _respond(request: web.Request, body: SamplingFields, jobs: list[Job],

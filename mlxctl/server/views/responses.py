@@ -24,9 +24,9 @@ from mlxctl.errors import MlxctlError
 from mlxctl.server.body import parse_body
 from mlxctl.server.errors import ApiError
 from mlxctl.server.generate import generation
-from mlxctl.server.keys import ENGINE, SETTINGS
+from mlxctl.server.keys import SETTINGS
 from mlxctl.server.response_keys import store_of
-from mlxctl.server.served_model import check_model, model_formats
+from mlxctl.server.served_model import model_formats, use_model
 from mlxctl.server.sse import open_sse, send
 from mlxctl.server.text_chunks import TextChunks
 
@@ -52,11 +52,11 @@ async def delete(request: web.Request) -> web.Response:
 
 async def create(request: web.Request) -> web.StreamResponse:
     req = await parse_body(request, ResponsesRequest)
-    check_model(request, req.model)
+    engine = await use_model(request, req.model)
     previous = _stored(request, req.previous_response_id, "previous_response_id").messages \
         if req.previous_response_id else ()
     messages = conversation(req, previous)
-    tokens, plan, opens = prompt_tokens(request.app[ENGINE].model.tokenizer, req, messages, model_formats(request.app))
+    tokens, plan, opens = prompt_tokens(engine.model.tokenizer, req, messages, model_formats(request))
     params, splitter = with_plan(sampling_params(req), plan, opens), new_splitter(plan, opens)
     draft = ResponseDraft(req)
     if req.stream:

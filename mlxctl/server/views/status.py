@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from mlxctl.server.keys import ENGINE, SETTINGS, STATE
+from mlxctl.server.keys import ENGINE, POOL, SETTINGS, STATE
 from mlxctl.server.metrics import CONTENT_TYPE
 from mlxctl.server.snapshot import engine_stats, kv_budget, memory
 
@@ -22,6 +22,7 @@ async def status(request: web.Request) -> web.Response:
                    "num_running": len(stats["running"]) + len(stats["prefilling"])},
         "memory": memory() if engine.model is not None else {},
         "warm_prompts": state.warm.as_dict() if state.warm is not None else None,
+        "models": request.app[POOL].describe(),
     })
 
 

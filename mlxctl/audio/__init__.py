@@ -1,0 +1,11 @@
+"""Speech-to-text: faster-whisper checkpoints converted for mlx-audio, and transcription.
+
+- :mod:`ctranslate2` reads a CTranslate2 ``model.bin`` (the format faster-whisper ships);
+- :mod:`whisper_convert` turns one into an mlx-audio Whisper folder;
+- :mod:`models` finds (converting on first use) the folder a model reference means;
+- :mod:`decode` turns audio files or bytes into 16 kHz mono samples;
+- :mod:`transcribe` loads a folder with mlx-audio and yields segments as they are decoded;
+- :mod:`formats` writes segments as text, SRT, WebVTT or JSON.
+
+Nothing here imports MLX, mlx-audio or transformers at module level.
+"""
