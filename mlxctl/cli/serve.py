@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import sys
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -45,6 +46,8 @@ WarmNOpt = Annotated[int, typer.Option("--warm-prompts-concurrency", metavar="N"
 ToolParserOpt = Annotated[str, typer.Option("--tool-call-parser", metavar="NAME", help="Tool-call format: auto (from the chat template), none, or a format name (docs/tools.md).")]
 ReasoningParserOpt = Annotated[str, typer.Option("--reasoning-parser", metavar="NAME", help="Reasoning format: auto, none, or a format name (docs/tools.md).")]
 RetriesOpt = Annotated[int, typer.Option("--max-retries", metavar="N", min=0, help="Failed engine steps a request may live through (it resumes from its checkpoint) before it ends with an error.")]
+TuiOpt = Annotated[bool, typer.Option("--tui", help="Show the live view (mlxctl top) in this terminal; quitting it stops the server.")]
+LogFileOpt = Annotated[Optional[Path], typer.Option("--log-file", metavar="FILE", show_default=False, help="With --tui: append request logs to FILE.")]
 LogOpt = Annotated[str, typer.Option("--log-format", metavar="FORMAT", help="Request log lines on stderr: human or json.")]
 McpConfigOpt = Annotated[Optional[Path], typer.Option("--mcp-config", metavar="FILE", show_default=False, help="MCP servers file (JSON or YAML with mcpServers): the server runs their tools for chat requests that opt in (see docs/mcp.md).")]
 McpRoundsOpt = Annotated[int, typer.Option("--mcp-max-rounds", metavar="N", min=1, help="Rounds of MCP tool calls per chat request before the answer is returned.")]
@@ -88,6 +91,8 @@ def serve(
     max_retries: RetriesOpt = 3,
     max_loaded_gb: MaxLoadedOpt = 0.0,
     keep_alive: KeepAliveOpt = "5m",
+    tui: TuiOpt = False,
+    log_file: LogFileOpt = None,
     mcp_config: McpConfigOpt = None,
     mcp_max_rounds: McpRoundsOpt = 8,
     mcp_audit_log: McpAuditOpt = None,
@@ -137,7 +142,11 @@ def serve(
                           disk_max_bytes=int(cache_dir_gb * (1 << 30)))
     if settings.model_name in dict(extras):
         raise BadInputError(f"two models are served as {settings.model_name!r}", hint="name them with -m NAME=MODEL")
-    residency = (extras, int(max_loaded_gb * (1 << 30)), keep_alive_s)
+    if log_file is not None and not tui:
+        raise BadInputError("--log-file goes with --tui (without it, request logs go to stderr)")
+    if tui and not sys.stdout.isatty():
+        raise BadInputError("'serve --tui' needs a terminal", hint="drop --tui, and watch it with mlxctl top")
+    residency = (extras, int(max_loaded_gb * (1 << 30)), keep_alive_s, tui, str(log_file) if log_file else None)
     _execute(output_for(ctx), first, (dtype, load_format, moe_top_k), settings, max_num_seqs,
              (prefill_chunk, prefix, max_retries), residency)
 
@@ -233,7 +242,7 @@ def read_api_key(key: str | None, key_file: Path | None, key_from_flag: bool = F
 
 
 def _execute(out: Output, model: str | None, weights: tuple, settings, max_num_seqs: int,
-             engine_opts: tuple, residency: tuple = ((), 0, 300.0)) -> None:
+             engine_opts: tuple, residency: tuple = ((), 0, 300.0, False, None)) -> None:
     from mlxctl.engine.engine import EngineConfig
     from mlxctl.engine.scheduler import SchedulerConfig
     from mlxctl.generation import lazy_engine
@@ -245,11 +254,16 @@ def _execute(out: Output, model: str | None, weights: tuple, settings, max_num_s
     config = EngineConfig(SchedulerConfig(max_num_seqs=max_num_seqs, prefill_chunk=prefill_chunk,
                                           max_prefilling=min(8, max_num_seqs)), prefix=prefix, max_retries=max_retries)
     dtype, load_format, moe_top_k = weights
-    engine = lazy_engine(model, dtype=dtype, progress=out.message, config=config, load_format=load_format,
+    extras, budget, keep_alive_s, tui, log_file = residency
+    progress = None if tui else out.message  # nothing may write over the live view
+    engine = lazy_engine(model, dtype=dtype, progress=progress, config=config, load_format=load_format,
                          moe_top_k=moe_top_k)
-    extras, budget, keep_alive_s = residency
     pool = ModelPool(budget, keep_alive_s)
     for name, ref in extras:
-        pool.add(name, ref, functools.partial(lazy_engine, ref, dtype=dtype, progress=out.message, config=config,
+        pool.add(name, ref, functools.partial(lazy_engine, ref, dtype=dtype, progress=progress, config=config,
                                               load_format=load_format, moe_top_k=moe_top_k))
-    lifecycle.run(init_app(engine, settings, pool), announce=lambda url: out.message(f"mlxctl: listening on {url}"))
+    app = init_app(engine, settings, pool)
+    if tui:
+        lifecycle.run_with_tui(app, log_file)
+        return
+    lifecycle.run(app, announce=lambda url: out.message(f"mlxctl: listening on {url}"))

@@ -26,14 +26,16 @@ log = logging.getLogger("mlxctl.server")
 SETTLE_S = 5.0  # after the streams are ended: how long their views get to write the last event
 
 
-async def serve(app: web.Application, announce: Callable[[str], None]) -> None:
-    """Serve ``app`` until SIGTERM/SIGINT, loading its engine in the background."""
+async def serve(app: web.Application, announce: Callable[[str], None],
+                stop: asyncio.Event | None = None) -> None:
+    """Serve ``app`` until SIGTERM/SIGINT (or ``stop`` is set, when given: no signal handlers
+    then), loading its engine in the background."""
     runner = web.AppRunner(app, handler_cancellation=True, access_log=None, shutdown_timeout=SETTLE_S)
     await runner.setup()
     try:
         await listen(runner, app[SETTINGS].host, app[SETTINGS].port)
         announce(listening_url(runner))
-        await run_until_signal(app)
+        await run_until_signal(app, stop)
     finally:
         await runner.cleanup()
         for task in list(app[STATE].background):
@@ -51,9 +53,11 @@ async def listen(runner: web.AppRunner, host: str, port: int) -> None:
                                hint="pick another --port, or stop what is using it") from exc
 
 
-async def run_until_signal(app: web.Application) -> None:
-    stop, force = asyncio.Event(), asyncio.Event()
-    install_signals(stop, force)
+async def run_until_signal(app: web.Application, stop: asyncio.Event | None = None) -> None:
+    force = asyncio.Event()
+    if stop is None:
+        stop = asyncio.Event()
+        install_signals(stop, force)
     await until_loaded_or(stop, start_engine(app[ENGINE]))
     if app[ENGINE].model is not None:
         start_warmup(app)
@@ -154,3 +158,37 @@ def run(app: web.Application, announce: Callable[[str], None]) -> None:
     """The blocking entry point for the CLI: request logs to stderr, serve until a signal."""
     configure_logs(app[SETTINGS].log_format)
     asyncio.run(serve(app, announce))
+
+
+def run_with_tui(app: web.Application, log_file: str | None = None) -> None:
+    """``serve --tui``: the server on a thread of its own, ``mlxctl top`` on this one; quitting
+    the view drains the server (request logs go to ``log_file``, not over the view)."""
+    from mlxctl.tui.top import TopApp
+
+    if log_file:
+        configure_logs(app[SETTINGS].log_format, stream=open(log_file, "a", encoding="utf-8"))  # noqa: SIM115
+    loop, stop, errors = asyncio.new_event_loop(), None, []
+    ready = threading.Event()
+
+    def server() -> None:
+        nonlocal stop
+        asyncio.set_event_loop(loop)
+        stop = asyncio.Event()
+        try:
+            loop.run_until_complete(serve(app, lambda url: ready.set(), stop))
+        except BaseException as exc:  # noqa: BLE001 - shown after the view closes
+            errors.append(exc)
+        finally:
+            ready.set()
+
+    thread = threading.Thread(target=server, name="mlxctl-serve", daemon=True)
+    thread.start()
+    ready.wait()
+    if not errors:
+        settings = app[SETTINGS]
+        host = f"[{settings.host}]" if ":" in settings.host else settings.host
+        TopApp(url=f"http://{host}:{settings.port}", api_key=settings.api_key).run()
+        loop.call_soon_threadsafe(stop.set)
+    thread.join()
+    if errors:
+        raise errors[0]
