@@ -46,6 +46,7 @@ WarmNOpt = Annotated[int, typer.Option("--warm-prompts-concurrency", metavar="N"
 ToolParserOpt = Annotated[str, typer.Option("--tool-call-parser", metavar="NAME", help="Tool-call format: auto (from the chat template), none, or a format name (docs/tools.md).")]
 ReasoningParserOpt = Annotated[str, typer.Option("--reasoning-parser", metavar="NAME", help="Reasoning format: auto, none, or a format name (docs/tools.md).")]
 RetriesOpt = Annotated[int, typer.Option("--max-retries", metavar="N", min=0, help="Failed engine steps a request may live through (it resumes from its checkpoint) before it ends with an error.")]
+PinOpt = Annotated[Optional[list[str]], typer.Option("--pin", metavar="NAME", show_default=False, help="Never unload this extra model once loaded (repeatable).")]
 TuiOpt = Annotated[bool, typer.Option("--tui", help="Show the live view (mlxctl top) in this terminal; quitting it stops the server.")]
 LogFileOpt = Annotated[Optional[Path], typer.Option("--log-file", metavar="FILE", show_default=False, help="With --tui: append request logs to FILE.")]
 LogOpt = Annotated[str, typer.Option("--log-format", metavar="FORMAT", help="Request log lines on stderr: human or json.")]
@@ -91,6 +92,7 @@ def serve(
     max_retries: RetriesOpt = 3,
     max_loaded_gb: MaxLoadedOpt = 0.0,
     keep_alive: KeepAliveOpt = "5m",
+    pin: PinOpt = None,
     tui: TuiOpt = False,
     log_file: LogFileOpt = None,
     mcp_config: McpConfigOpt = None,
@@ -146,7 +148,11 @@ def serve(
         raise BadInputError("--log-file goes with --tui (without it, request logs go to stderr)")
     if tui and not sys.stdout.isatty():
         raise BadInputError("'serve --tui' needs a terminal", hint="drop --tui, and watch it with mlxctl top")
-    residency = (extras, int(max_loaded_gb * (1 << 30)), keep_alive_s, tui, str(log_file) if log_file else None)
+    unknown = sorted(set(pin or ()) - {name for name, _ in extras})
+    if unknown:
+        raise BadInputError(f"--pin {unknown[0]}: not an extra model", hint="pin the names given as -m NAME=MODEL after the first")
+    residency = (extras, int(max_loaded_gb * (1 << 30)), keep_alive_s, tui, str(log_file) if log_file else None,
+                 frozenset(pin or ()))
     _execute(output_for(ctx), first, (dtype, load_format, moe_top_k), settings, max_num_seqs,
              (prefill_chunk, prefix, max_retries), residency)
 
@@ -242,7 +248,7 @@ def read_api_key(key: str | None, key_file: Path | None, key_from_flag: bool = F
 
 
 def _execute(out: Output, model: str | None, weights: tuple, settings, max_num_seqs: int,
-             engine_opts: tuple, residency: tuple = ((), 0, 300.0, False, None)) -> None:
+             engine_opts: tuple, residency: tuple = ((), 0, 300.0, False, None, frozenset())) -> None:
     from mlxctl.engine.engine import EngineConfig
     from mlxctl.engine.scheduler import SchedulerConfig
     from mlxctl.generation import lazy_engine
@@ -254,14 +260,15 @@ def _execute(out: Output, model: str | None, weights: tuple, settings, max_num_s
     config = EngineConfig(SchedulerConfig(max_num_seqs=max_num_seqs, prefill_chunk=prefill_chunk,
                                           max_prefilling=min(8, max_num_seqs)), prefix=prefix, max_retries=max_retries)
     dtype, load_format, moe_top_k = weights
-    extras, budget, keep_alive_s, tui, log_file = residency
+    extras, budget, keep_alive_s, tui, log_file, pinned = residency
     progress = None if tui else out.message  # nothing may write over the live view
     engine = lazy_engine(model, dtype=dtype, progress=progress, config=config, load_format=load_format,
                          moe_top_k=moe_top_k)
     pool = ModelPool(budget, keep_alive_s)
     for name, ref in extras:
         pool.add(name, ref, functools.partial(lazy_engine, ref, dtype=dtype, progress=progress, config=config,
-                                              load_format=load_format, moe_top_k=moe_top_k))
+                                              load_format=load_format, moe_top_k=moe_top_k),
+                 pinned=name in pinned)
     app = init_app(engine, settings, pool)
     if tui:
         lifecycle.run_with_tui(app, log_file)

@@ -125,3 +125,27 @@ def test_serve_splits_named_models():
     assert first == (None, "smollm2-135m")
     assert extras == [("fast", "./models/tiny"), ("org/repo", "org/repo")]
     assert dataclasses.is_dataclass(ServeSettings)
+
+
+def test_a_pinned_model_outlives_its_keep_alive_and_the_budget(engine):
+    import asyncio
+
+    pool = ModelPool(budget_bytes=1, default_keep_alive_s=0)
+    tokenizer = engine.model.tokenizer
+    pool.add("pinned", "preset", tiny_engine(3, tokenizer), pinned=True)
+    pool.add("other", "preset", tiny_engine(4, tokenizer))
+
+    async def scenario():
+        await pool.load("pinned")
+        await pool.load("other")  # over budget: only "other" itself is loaded and unpinned
+        gone = await pool.reap()
+        return gone, {r.name: r.state for r in pool.models.values()}
+
+    try:
+        gone, states_now = asyncio.run(scenario())
+    finally:
+        asyncio.run(pool.close())
+        for r in pool.models.values():
+            if r.engine is not None:
+                r.engine.shutdown()
+    assert gone == ["other"] and states_now == {"pinned": "ready", "other": "unloaded"}
