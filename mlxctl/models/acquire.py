@@ -49,6 +49,7 @@ from mlxctl.models.manifest import (
     write_manifest,
 )
 from mlxctl.models.offline import env_flag, offline
+from mlxctl.models.resolve import _looks_like_path, _say
 from mlxctl.models.store import _PARTIAL_PREFIX, ModelStore
 
 Progress = Callable[[str], None] | None
@@ -592,11 +593,3 @@ def _split_patterns(patterns: Sequence[str] | None) -> list[str] | None:
     return split or None
 
 
-def _looks_like_path(ref: str) -> bool:
-    name = ref.partition("@")[0]
-    return name.lower().endswith(".gguf") or name.startswith((".", "/", "~")) or name.count("/") > 1
-
-
-def _say(progress: Progress, message: str) -> None:
-    if progress is not None:
-        progress(message)

@@ -22,14 +22,9 @@ METRIC_PREFIX = "mlxctl:"
 
 def base_url(text: str) -> str:
     """A daemon's base URL, ``http(s)://host[:port][/prefix]`` without a trailing ``/`` or ``/v1``."""
-    parts = urlsplit(text.strip())
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise BadInputError(f"bad --url {text!r}", hint="give a base URL such as http://127.0.0.1:8080")
-    try:
-        parts.port  # noqa: B018 - raises on a bad port
-    except ValueError:
-        raise BadInputError(f"bad --url {text!r}: the port is not a number from 0 to 65535") from None
-    return f"{parts.scheme}://{parts.netloc}{parts.path}".rstrip("/").removesuffix("/v1")
+    from mlxctl.bench.config import parse_url
+
+    return parse_url(text)
 
 
 @dataclass

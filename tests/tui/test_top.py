@@ -27,11 +27,12 @@ pytestmark = pytest.mark.timeout(120)
 
 
 def text_of(app: TopApp, selector: str) -> str:
+    from textual.app import ScreenStackError
     from textual.css.query import NoMatches
 
     try:
         return str(app.query_one(selector).content)
-    except NoMatches:  # a screen being swapped (e.g. a toast) while the app is busy
+    except (NoMatches, ScreenStackError):  # a screen being swapped while the app is busy
         return ""
 
 
