@@ -55,7 +55,8 @@ def test_stdin_lines(cli):
     assert [r["text"] for r in rows(out)] == [*SENTENCES, "third line"]
     assert "skipped 1 blank line" in err
     status, dash, _ = cli("-", stdin=f"{SENTENCES[0]}\n")
-    assert status == 0 and rows(dash)[0]["embedding"] == rows(out)[0]["embedding"]
+    # equal up to float32 rounding: BLAS may sum in another order for another batch shape
+    assert status == 0 and np.allclose(rows(dash)[0]["embedding"], rows(out)[0]["embedding"], atol=1e-5)
 
 
 def test_output_files(cli, tmp_path):
