@@ -32,7 +32,10 @@ def wanted() -> bool:
 
 def _from_entry_point() -> bool:
     """Only the real CLI process re-executes (never a test runner calling the app)."""
-    return os.path.basename(sys.argv[0]) in ("mlxctl", "__main__.py")
+    if os.path.basename(sys.argv[0]) == "mlxctl":  # the console script
+        return True
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)  # python -m mlxctl (not python -m pytest)
+    return spec is not None and spec.name == "mlxctl.__main__"
 
 
 def ensure_fast_blas() -> None:
