@@ -15,11 +15,13 @@ Progress = Callable[[str], None]
 
 @dataclass(frozen=True)
 class PromptSpec:
-    """What the user asked: a prompt, optionally a system prompt, templated or raw."""
+    """What the user asked: a prompt, optionally a system prompt, templated or raw, and images
+    (``vision.images.ImageInput``, for a vision model: see docs/vision.md)."""
 
     text: str
     system: str | None = None
     raw: bool = False
+    images: tuple = ()
 
 
 LOAD_FORMATS = ("auto", "dummy")
@@ -82,12 +84,33 @@ def prompt_tokens(engine: Engine, spec: PromptSpec) -> list[int]:
     from mlxctl.api.prompt import chat_messages, encode_text, render_chat
 
     tokenizer = engine.model.tokenizer
+    text = with_image_marks(engine, spec)
     if spec.raw:
-        text = f"{spec.system}\n\n{spec.text}" if spec.system else spec.text
+        text = f"{spec.system}\n\n{text}" if spec.system else text
         return encode_text(tokenizer, text)
-    return render_chat(tokenizer, chat_messages(spec.text, spec.system))
+    return render_chat(tokenizer, chat_messages(text, spec.system))
+
+
+def with_image_marks(engine: Engine, spec: PromptSpec) -> str:
+    """The prompt text with one image placeholder per image: the user's own, when the text
+    already has exactly as many, else the images first, a line each (a prompt with some
+    placeholders but not one per image is refused)."""
+    if not spec.images:
+        return spec.text
+    from mlxctl.vision import image_token, images_refused
+
+    token = image_token(engine.model)
+    if token is None:
+        raise images_refused(engine.model)
+    marks = spec.text.count(token)
+    if marks == len(spec.images):
+        return spec.text
+    if marks:
+        raise BadInputError(f"the prompt has {marks} {token} placeholder(s) for {len(spec.images)} image(s)",
+                            hint=f"put one {token} where each image goes, or none to put the images first")
+    return "".join(f"{token}\n" for _ in spec.images) + spec.text
 
 
 def generate(engine: Engine, spec: PromptSpec, params: SamplingParams) -> RequestStream:
     """Submit one prompt; iterate the returned stream for its events."""
-    return engine.submit(prompt_tokens(engine, spec), params)
+    return engine.submit(prompt_tokens(engine, spec), params, images=spec.images)

@@ -33,18 +33,50 @@ from mlxctl.api.prompt import encode_text
 from mlxctl.engine.events import FinishReason, Usage
 from mlxctl.engine.sampling import SamplingParams
 from mlxctl.errors import BadInputError, UnavailableError
+from mlxctl.vision import NO_IMAGES
+from mlxctl.vision.fetch import ImageRef
+from mlxctl.vision.images import ImageError
 
 
 def new_message_id() -> str:
     return f"msg_{uuid.uuid4().hex[:24]}"
 
 
-def _text_of(content: str | list | None, where: str) -> str:
+def _text_of(content: str | list | None, where: str, image_token: str | None = None) -> str:
+    """Text blocks joined; image blocks as the model's image placeholder (None: refused)."""
     if content is None or isinstance(content, str):
         return content or ""
-    if any(isinstance(block, ImageBlock) for block in content):
-        raise BadInputError(f"{where}: image content is not supported yet")
-    return "\n".join(block.text for block in content if isinstance(block, TextBlock))
+    if image_token is None and any(isinstance(block, ImageBlock) for block in content):
+        raise BadInputError(f"{where}: {NO_IMAGES}")
+    return "\n".join(image_token if isinstance(block, ImageBlock) else block.text
+                     for block in content if isinstance(block, (TextBlock, ImageBlock)))
+
+
+def image_refs(req: CountTokensRequest) -> list[ImageRef]:
+    """The request's image blocks in prompt order, each naming its field (``base64`` and ``url``
+    sources; images go in user messages)."""
+    refs = []
+    for i, message in enumerate(req.messages):
+        for j, block in enumerate(message.content if isinstance(message.content, list) else ()):
+            if isinstance(block, ImageBlock):
+                where = f"messages.{i}.content.{j}.source"
+                if message.role != "user":
+                    raise ImageError(where, "image blocks belong in user messages")
+                refs.append(_image_ref(block.source, where))
+    return refs
+
+
+def _image_ref(source: dict[str, Any], where: str) -> ImageRef:
+    kind = source.get("type")
+    if kind == "base64":
+        if not isinstance(source.get("data"), str) or not isinstance(source.get("media_type"), str):
+            raise ImageError(where, "a base64 image source needs media_type and data strings")
+        return ImageRef(where, data=source["data"], media_type=source["media_type"])
+    if kind == "url":
+        if not isinstance(source.get("url"), str) or not source["url"]:
+            raise ImageError(where, "a url image source needs a url string")
+        return ImageRef(where, url=source["url"])
+    raise ImageError(f"{where}.type", f"image sources of type {kind!r} are not supported (use base64 or url)")
 
 
 def _system_text(req: CountTokensRequest) -> str | None:
@@ -53,9 +85,10 @@ def _system_text(req: CountTokensRequest) -> str | None:
     return "\n".join(block.text for block in req.system) or None
 
 
-def _chat_messages_of(message: Message, index: int) -> list[dict[str, Any]]:
+def _chat_messages_of(message: Message, index: int, image_token: str | None = None) -> list[dict[str, Any]]:
     """One Anthropic message as chat-template messages: tool results become tool messages,
-    tool_use blocks the assistant's tool_calls, thinking blocks its reasoning_content."""
+    tool_use blocks the assistant's tool_calls, thinking blocks its reasoning_content, image
+    blocks the model's image placeholder."""
     where = f"messages.{index}.content"
     if isinstance(message.content, str):
         return [{"role": message.role, "content": message.content}]
@@ -71,7 +104,7 @@ def _chat_messages_of(message: Message, index: int) -> list[dict[str, Any]]:
         raise BadInputError(f"{where}: tool_use blocks belong in assistant messages")
     if not rest and results:
         return out
-    turn: dict[str, Any] = {"role": message.role, "content": _text_of(rest, where)}
+    turn: dict[str, Any] = {"role": message.role, "content": _text_of(rest, where, image_token)}
     thinking = "".join(b.thinking for b in rest if isinstance(b, ThinkingBlock))
     if thinking:
         turn["reasoning_content"] = thinking
@@ -81,11 +114,11 @@ def _chat_messages_of(message: Message, index: int) -> list[dict[str, Any]]:
     return out + [turn]
 
 
-def chat_messages(req: CountTokensRequest) -> list[dict[str, Any]]:
+def chat_messages(req: CountTokensRequest, image_token: str | None = None) -> list[dict[str, Any]]:
     """The conversation as chat-template messages, the system prompt first."""
     system = _system_text(req)
     head = [{"role": "system", "content": system}] if system else []
-    return head + [m for i, msg in enumerate(req.messages) for m in _chat_messages_of(msg, i)]
+    return head + [m for i, msg in enumerate(req.messages) for m in _chat_messages_of(msg, i, image_token)]
 
 
 def chat_plan(req: CountTokensRequest, formats: ModelFormats) -> ChatPlan:
@@ -112,12 +145,14 @@ def chat_plan(req: CountTokensRequest, formats: ModelFormats) -> ChatPlan:
                      template_kwargs=kwargs, thinking_budget=budget)
 
 
-def prompt_tokens(tokenizer: Any, req: CountTokensRequest, formats: ModelFormats | None = None) -> tuple[list[int], ChatPlan, bool]:
+def prompt_tokens(tokenizer: Any, req: CountTokensRequest, formats: ModelFormats | None = None, *,
+                  image_token: str | None = None) -> tuple[list[int], ChatPlan, bool]:
     """The prompt's token ids, the plan, and whether the prompt opened thinking. A final
-    assistant message (text only) is a prefill the reply continues."""
+    assistant message (text only) is a prefill the reply continues. Images are one
+    ``image_token`` each (the engine expands them; None: a text-only model, which refuses them)."""
     formats = formats or ModelFormats()
     plan = chat_plan(req, formats)
-    messages = chat_messages(req)
+    messages = chat_messages(req, image_token)
     prefill = ""
     if messages[-1]["role"] == "assistant" and not messages[-1].get("tool_calls"):
         prefill = messages.pop()["content"]

@@ -43,6 +43,20 @@ class TextPart(_Body):
     text: str
 
 
+class ImageURL(_Body):
+    url: str = Field(min_length=1)  # data:image/...;base64,..., http(s)://... or file://... (docs/vision.md)
+    detail: Literal["auto", "low", "high"] | None = None  # advisory: the model's processor decides the size
+
+
+class ImagePart(_Body):
+    type: Literal["image_url"]
+    image_url: ImageURL
+
+
+ContentPart = Annotated[TextPart | ImagePart, Field(discriminator="type")]
+_PART_TYPES = ("text", "image_url")
+
+
 class CalledFunction(_Body):
     name: str
     arguments: str  # JSON text, as the API sends it
@@ -69,7 +83,7 @@ class ChatMessage(_Body):
     """One message; ``developer`` is the newer name for ``system``."""
 
     role: Literal["system", "developer", "user", "assistant", "tool"]
-    content: str | list[TextPart] | None = None
+    content: str | list[ContentPart] | None = None
     name: str | None = None
     reasoning_content: str | None = None  # assistant only; both spellings are accepted
     reasoning: str | None = None
@@ -82,11 +96,11 @@ class ChatMessage(_Body):
 
     @field_validator("content", mode="before")
     @classmethod
-    def _text_parts_only(cls, value: Any) -> Any:
+    def _known_part_types(cls, value: Any) -> Any:
         for part in value if isinstance(value, list) else ():
             kind = part.get("type") if isinstance(part, dict) else None
-            if kind != "text":
-                raise ValueError(f"content parts of type {kind!r} are not supported: text only")
+            if kind not in _PART_TYPES:
+                raise ValueError(f"content parts of type {kind!r} are not supported: text and image_url only")
         return value
 
     @field_validator("refusal", "function_call", "audio", "annotations")
@@ -108,6 +122,8 @@ class ChatMessage(_Body):
             raise ValueError("tool_call_id is only allowed on tool messages")
         if self.role != "assistant" and (self.reasoning_content or self.reasoning):
             raise ValueError("reasoning_content / reasoning are only allowed on assistant messages")
+        if self.role != "user" and isinstance(self.content, list) and any(isinstance(p, ImagePart) for p in self.content):
+            raise ValueError("image_url parts are only allowed in user messages")
         return self
 
 

@@ -3,11 +3,16 @@
 A request with ``n`` choices (and, for completions, several prompts) becomes one :class:`Job` per
 choice; choice ``index`` is ``prompt_number * n + choice_number``, as OpenAI numbers them. With a
 seed, choice ``c`` samples with ``seed + c``, so choices differ but the whole response repeats.
+
+Image parts (vision models) are rendered into the message text as the model's image placeholder
+(one per image, where the part stands); the images themselves travel with the job, in the same
+order, and the engine expands each placeholder to the image's feature positions.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,6 +20,7 @@ from mlxctl.api.openai_models import (
     ChatCompletionRequest,
     ChatMessage,
     CompletionRequest,
+    ImagePart,
     SamplingFields,
 )
 from mlxctl.api.chat_plan import (
@@ -33,6 +39,8 @@ from mlxctl.api.prompt import encode_text
 from mlxctl.engine.kv.media import cache_salt
 from mlxctl.engine.sampling import SamplingParams
 from mlxctl.errors import BadInputError
+from mlxctl.vision import NO_IMAGES
+from mlxctl.vision.fetch import ImageRef
 
 
 @dataclass(frozen=True)
@@ -45,15 +53,28 @@ class Job:
     echo: str = ""
     reasoning_open: bool = False  # the prompt ends inside an open thinking block
     cache_salt: str = ""  # engine/kv/media.py: keys the prefix cache beyond the tokens
+    images: tuple = ()  # vision.images.ImageInput, one per image placeholder of ``tokens``
 
 
-def chat_jobs(body: ChatCompletionRequest, tokenizer: Any, formats: ModelFormats | None = None) -> tuple[list[Job], ChatPlan]:
+def chat_jobs(body: ChatCompletionRequest, tokenizer: Any, formats: ModelFormats | None = None, *,
+              images: Sequence[Any] = (), image_token: str | None = None) -> tuple[list[Job], ChatPlan]:
+    """``images``: the request's images (see ``chat_image_refs``), loaded; ``image_token``: the
+    model's image placeholder text (None: a text-only model, which refuses image parts)."""
     formats = formats or ModelFormats()
     plan = chat_plan(body, formats)
-    jobs, opens = render_plan(tokenizer, plan, formats, [template_message(m) for m in body.messages])
+    messages = [template_message(m, image_token) for m in body.messages]
+    jobs, opens = render_plan(tokenizer, plan, formats, messages)
     params = with_plan(chat_params(body), plan, opens)
     salt = cache_salt(salt=body.cache_salt)
-    return [dataclasses.replace(j, reasoning_open=opens, cache_salt=salt) for j in fan_out([(jobs, "")], params, body.n)], plan
+    return [dataclasses.replace(j, reasoning_open=opens, cache_salt=salt, images=tuple(images))
+            for j in fan_out([(jobs, "")], params, body.n)], plan
+
+
+def chat_image_refs(body: ChatCompletionRequest) -> list[ImageRef]:
+    """The request's image parts in prompt order, each with the field it came from."""
+    return [ImageRef(f"messages.{i}.content.{j}.image_url.url", url=part.image_url.url)
+            for i, message in enumerate(body.messages) if isinstance(message.content, list)
+            for j, part in enumerate(message.content) if isinstance(part, ImagePart)]
 
 
 def chat_plan(body: ChatCompletionRequest, formats: ModelFormats) -> ChatPlan:
@@ -86,11 +107,11 @@ def choice_params(params: SamplingParams, choice: int) -> SamplingParams:
     return params if params.seed is None else dataclasses.replace(params, seed=params.seed + choice)
 
 
-def template_message(message: ChatMessage) -> dict[str, Any]:
-    """A message as chat templates expect it (developer -> system, text parts joined, a call's
-    arguments as an object, as Hugging Face templates read them)."""
+def template_message(message: ChatMessage, image_token: str | None = None) -> dict[str, Any]:
+    """A message as chat templates expect it (developer -> system, text parts joined, image parts
+    as ``image_token``, a call's arguments as an object, as Hugging Face templates read them)."""
     out: dict[str, Any] = {"role": "system" if message.role == "developer" else message.role,
-                           "content": message_text(message.content)}
+                           "content": message_text(message.content, image_token)}
     if message.name:
         out["name"] = message.name
     if message.tool_calls:
@@ -105,10 +126,12 @@ def template_message(message: ChatMessage) -> dict[str, Any]:
     return out
 
 
-def message_text(content: Any) -> str:
+def message_text(content: Any, image_token: str | None = None) -> str:
     if content is None or isinstance(content, str):
         return content or ""
-    return "\n".join(part.text for part in content)
+    if image_token is None and any(isinstance(part, ImagePart) for part in content):
+        raise BadInputError(NO_IMAGES)
+    return "\n".join(image_token if isinstance(part, ImagePart) else part.text for part in content)
 
 
 def prompt_list(prompt: Any) -> list[str | list[int]]:

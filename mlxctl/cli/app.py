@@ -19,6 +19,7 @@ from mlxctl.cli.embed import embed
 from mlxctl.cli.entry import invoke
 from mlxctl.cli.run import run
 from mlxctl.cli.serve import serve
+from mlxctl.cli.speak import speak
 from mlxctl.cli.transcribe import transcribe
 
 DEBUG_HELP = "Show full tracebacks on errors (also MLXCTL_DEBUG=1)."
@@ -58,6 +59,7 @@ app.command()(run)
 app.command()(serve)
 app.command("bench-serve")(bench_serve)
 app.command()(transcribe)
+app.command()(speak)
 app.command()(embed)
 for _name, _command in stubs.COMMANDS.items():
     app.command(_name)(_command)

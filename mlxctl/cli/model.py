@@ -206,13 +206,16 @@ def convert(
     mlx-lm's convert; llama GGUF files (F32, F16, Q4_0, Q4_1, Q8_0) through mlxctl's importer.
     Nothing is downloaded. The manifest's recipe records the source and every choice. With
     --quiet only the new model's folder is printed. faster-whisper (CTranslate2) folders and
-    the whisper catalog models (fetched from their wheels) become mlx-audio Whisper folders.
+    the whisper catalog models (fetched from their wheels) become mlx-audio Whisper folders;
+    Kokoro ONNX folders and kokoro-82m become mlx-audio Kokoro folders (float32).
     """
     out = output_for(ctx, json=json, quiet=quiet)
-    from mlxctl.audio.models import whisper_source
+    from mlxctl.audio.models import tts_source, whisper_source
 
     if whisper_source(model):
         return _convert_whisper(out, model, name, (quantize, group_size, recipe), dtype, quiet)
+    if tts_source(model):
+        return _convert_kokoro(out, model, name, (quantize, group_size, recipe), dtype, quiet)
     _convert_to_mlx(out, model, name, quantize, group_size, recipe, dtype, quiet)
 
 
@@ -237,6 +240,29 @@ def _convert_whisper(out: Output, src: str, name: str | None, quant: tuple, dtyp
     recipe = manifest.get("recipe")
     stored = (recipe.get("dtype") if isinstance(recipe, dict) else None) or "unknown dtype"
     human = f"{done.path.name}: {what} (Whisper for mlx-audio, {stored}, {human_bytes(size)})\n{done.path}"
+    out.data(result, human=str(done.path) if quiet else human)
+
+
+def _convert_kokoro(out: Output, src: str, name: str | None, quant: tuple, dtype: str | None,
+                    quiet: bool) -> None:  # fmt: skip
+    """A Kokoro ONNX folder or catalog model to an mlx-audio Kokoro folder in the store."""
+    from mlxctl.audio.models import convert_tts_source
+    from mlxctl.models.acquire import folder_size
+    from mlxctl.models.manifest import read_manifest
+
+    if any(q not in (None, "none") for q in quant):
+        raise BadInputError("Kokoro models are converted unquantized",
+                            hint="leave out --quantize, --group-size and --recipe")
+    if dtype not in (None, "float32"):
+        raise BadInputError("Kokoro models are converted to float32", hint="leave out --dtype")
+    done = convert_tts_source(src, name=name, progress=out.message)
+    manifest = read_manifest(done.path) or {}
+    size = folder_size(done.path)
+    result = {"name": done.path.name, "path": done.path, "converted": done.converted, "size_bytes": size,
+              "manifest": manifest}  # fmt: skip
+    what = "converted" if done.converted else "already in the store"
+    voices = len(manifest.get("voices") or [])
+    human = f"{done.path.name}: {what} (Kokoro for mlx-audio, float32, {voices} voices, {human_bytes(size)})\n{done.path}"
     out.data(result, human=str(done.path) if quiet else human)
 
 

@@ -22,6 +22,7 @@ def run(
     model: Annotated[Optional[str], typer.Option("--model", "-m", metavar="MODEL", help="Catalog name, model folder, .gguf file or Hugging Face repo id (default: smollm2-135m).", show_default=False)] = None,
     system: Annotated[Optional[str], typer.Option("--system", "-s", metavar="TEXT", help="System prompt.", show_default=False)] = None,
     raw: Annotated[bool, typer.Option("--raw", help="Send the prompt as plain text, without the chat template.")] = False,
+    image: Annotated[Optional[list[Path]], typer.Option("--image", metavar="PATH", show_default=False, help="An image for a vision model (repeatable; PNG, JPEG, WebP, GIF, BMP, TIFF). The images come before the prompt unless it places them with the model's image token (docs/vision.md).")] = None,
     max_tokens: Annotated[int, typer.Option("--max-tokens", "-n", metavar="N", min=1, help="Most tokens to generate (the context may end it sooner).")] = 512,
     temperature: Annotated[float, typer.Option("--temperature", "-t", metavar="T", min=0.0, max=2.0, help="0 is greedy (deterministic).")] = 0.0,
     top_p: Annotated[float, typer.Option("--top-p", metavar="P", min=0.0, max=1.0)] = 1.0,
@@ -50,7 +51,8 @@ def run(
     from mlxctl.generation import PromptSpec
 
     out = output_for(ctx, json=json_)
-    spec = PromptSpec(read_prompt(prompt, out), system, raw)
+    images = read_images(image)  # before the model loads: a bad file fails at once
+    spec = PromptSpec(read_prompt(prompt, out), system, raw, images)
     params = SamplingParams(
         max_tokens=max_tokens, temperature=temperature, top_p=top_p, top_k=top_k, min_p=min_p,
         repetition_penalty=repetition_penalty, presence_penalty=presence_penalty,
@@ -59,6 +61,8 @@ def run(
     )
     params.validate()
     mcp = _mcp_options(mcp_config, mcp_max_rounds, mcp_audit_log, tool_choice, raw)
+    if mcp is not None and images:
+        raise BadInputError("--image cannot be combined with --mcp-config yet")
     _execute(out, model, (dtype, load_format, moe_top_k), spec, params, verbose, mcp)
 
 
@@ -75,6 +79,15 @@ def _mcp_options(config: Path | None, max_rounds: int, audit_log: Path | None, t
 
     return {"config": load_config(config.expanduser()), "max_rounds": max_rounds, "tool_choice": tool_choice,
             "audit_log": str(audit_log.expanduser()) if audit_log else None}
+
+
+def read_images(paths: list[Path] | None) -> tuple:
+    """Each --image file, read and decoded (a one-line error naming the file otherwise)."""
+    if not paths:
+        return ()
+    from mlxctl.vision.images import read_image_file
+
+    return tuple(read_image_file(path, f"--image {path}") for path in paths)
 
 
 def read_prompt(words: list[str] | None, out: Output) -> str:

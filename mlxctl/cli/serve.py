@@ -54,7 +54,10 @@ McpConfigOpt = Annotated[Optional[Path], typer.Option("--mcp-config", metavar="F
 McpRoundsOpt = Annotated[int, typer.Option("--mcp-max-rounds", metavar="N", min=1, help="Rounds of MCP tool calls per chat request before the answer is returned.")]
 McpAuditOpt = Annotated[Optional[Path], typer.Option("--mcp-audit-log", metavar="FILE", show_default=False, help="Append one JSON line per MCP tool call to FILE.")]
 EmbedModelOpt = Annotated[Optional[str], typer.Option("--embedding-model", metavar="REF", show_default=False, help="Also serve /v1/embeddings and /v1/rerank with this embedding model (e.g. minilm-l6), loaded at start on its own thread.")]
+TtsModelOpt = Annotated[Optional[str], typer.Option("--tts-model", metavar="REF", show_default=False, help="Text-to-speech model for /v1/audio/speech and /v1/audio/voices, loaded at start on its own thread (catalog name, store name, Kokoro ONNX or mlx-audio Kokoro folder; default: kokoro-82m, converted and loaded on the first request).")]
 SttModelOpt = Annotated[Optional[str], typer.Option("--stt-model", metavar="REF", show_default=False, help="Speech-to-text model for /v1/audio/transcriptions, loaded at start on its own thread (catalog name, store name, faster-whisper or mlx-audio Whisper folder; default: whisper-tiny-en, converted and loaded on the first request).")]
+
+MediaPathOpt = Annotated[Optional[Path], typer.Option("--allowed-local-media-path", metavar="DIR", show_default=False, help="Let chat requests name images in DIR with file:// URLs (refused without it; see docs/vision.md).")]
 
 
 def serve(
@@ -100,6 +103,8 @@ def serve(
     mcp_audit_log: McpAuditOpt = None,
     embedding_model: EmbedModelOpt = None,
     stt_model: SttModelOpt = None,
+    tts_model: TtsModelOpt = None,
+    allowed_local_media_path: MediaPathOpt = None,
 ) -> None:
     """Serve a model over OpenAI- and Anthropic-compatible HTTP APIs.
 
@@ -123,6 +128,7 @@ def serve(
     mcp = check_mcp_options(mcp_config, mcp_audit_log)
     check_embedding_model(embedding_model)
     check_stt_model(stt_model)
+    check_tts_model(tts_model)
     from mlxctl.server.residency import parse_keep_alive
 
     (first_name, first), extras = split_models(model)
@@ -138,6 +144,8 @@ def serve(
         mcp_config=mcp, mcp_max_rounds=mcp_max_rounds, mcp_audit_log=str(mcp_audit_log.expanduser()) if mcp_audit_log else None,
         embedding_model=embedding_model.strip() if embedding_model else None,
         stt_model=stt_model.strip() if stt_model else None,
+        tts_model=tts_model.strip() if tts_model else None,
+        allowed_local_media_path=check_media_path(allowed_local_media_path),
     )
     prefix = PrefixConfig(enabled=prefix_cache, block_size=prefix_block_size, max_bytes=int(prefix_cache_gb * (1 << 30)),
                           bits=prefix_cache_bits, cache_dir=str(cache_dir) if cache_dir else None,
@@ -174,6 +182,23 @@ def split_models(models: list[str] | None) -> tuple[tuple[str | None, str | None
         seen.add(name)
         extras.append((name, ref))
     return pairs[0], extras
+
+
+def check_media_path(path: Path | None) -> str | None:
+    if path is None:
+        return None
+    folder = path.expanduser()
+    if not folder.is_dir():
+        raise BadInputError(f"--allowed-local-media-path {path}: no such folder")
+    return str(folder.resolve())
+
+
+def check_tts_model(ref: str | None) -> None:
+    """--tts-model checked before anything loads (a chat model or a missing folder is one line)."""
+    if ref is not None:
+        from mlxctl.audio.models import check_tts_ref
+
+        check_tts_ref(ref)
 
 
 def check_stt_model(ref: str | None) -> None:

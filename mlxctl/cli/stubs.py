@@ -12,15 +12,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from mlxctl.cli.options import DEFAULT_URL, ModelOpt, OutputPathOpt, UrlOpt
+from mlxctl.cli.options import DEFAULT_URL, ModelOpt, UrlOpt
 from mlxctl.errors import NotImplementedYetError
-
-TextArgs = Annotated[
-    Optional[list[str]],
-    typer.Argument(
-        metavar="TEXT", help="The text; read from stdin when omitted.", show_default=False
-    ),
-]
 
 
 def not_built(name: str) -> NotImplementedYetError:
@@ -96,11 +89,6 @@ def chat(model: ModelOpt = None, url: ChatUrlOpt = None, api_key: ChatKeyOpt = N
     ChatApp(backend, conversation, conversation_path=str(load) if load else None).run()
 
 
-def speak(text: TextArgs = None, model: ModelOpt = None, output: OutputPathOpt = None) -> None:
-    """Turn TEXT into speech."""
-    raise not_built("speak")
-
-
 IntervalOpt = Annotated[
     float,
     typer.Option("--interval", metavar="SECONDS", min=0.1, help="Seconds between polls of the server."),
@@ -133,6 +121,5 @@ def top(url: UrlOpt = DEFAULT_URL, interval: IntervalOpt = 1.0, api_key: TopKeyO
 
 COMMANDS = {
     "chat": chat,
-    "speak": speak,
     "top": top,
 }

@@ -16,7 +16,7 @@ import queue
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from mlxctl.engine.batch import DecodeBatch
 from mlxctl.engine.events import FinishEvent, FinishReason, TokenLogprob
@@ -84,9 +84,18 @@ class Engine:
         return self
 
     def submit(self, prompt_tokens: list[int], params: SamplingParams, *, request_id: str | None = None,
-               loop: asyncio.AbstractEventLoop | None = None, cache_salt: str = "") -> RequestStream:
-        """Queue a request; read its events from the returned stream (async when ``loop``)."""
+               loop: asyncio.AbstractEventLoop | None = None, cache_salt: str = "",
+               images: Sequence[Any] = ()) -> RequestStream:
+        """Queue a request; read its events from the returned stream (async when ``loop``).
+
+        ``images`` (``vision.images.ImageInput``, a vision model only): one per image placeholder
+        token of the prompt, in order. Each placeholder is expanded to the image's feature
+        positions, the prompt is prefilled from input embeddings with the features spliced in,
+        and the prefix cache is keyed by the images' content hashes too."""
         params.validate(self.vocab_size)
+        spans: tuple = ()
+        if images:
+            prompt_tokens, spans, cache_salt = self._with_images(prompt_tokens, images, cache_salt)
         matcher = None
         if params.constraint is not None:  # an invalid schema / regex / grammar fails here, unqueued
             from mlxctl.engine.constraints import compile_constraint
@@ -96,8 +105,18 @@ class Engine:
         rid = request_id or f"req-{next(self._ids)}"
         stream = RequestStream(rid, self.abort, loop)
         self._inbox.put(("add", Request(rid, list(prompt_tokens), params, stream, max_new, constraint=matcher,
-                                        cache_salt=cache_salt)))
+                                        cache_salt=cache_salt, images=tuple(images), image_spans=spans)))
         return stream
+
+    def _with_images(self, tokens: list[int], images: Sequence[Any], salt: str) -> tuple[list[int], tuple, str]:
+        from mlxctl.engine.kv.media import cache_salt as media_salt
+        from mlxctl.vision import images_refused, vision_of
+
+        vision = vision_of(self.model)
+        if vision is None:
+            raise images_refused(self.model)
+        tokens, spans = vision.expand(tokens, len(images))
+        return tokens, spans, "|".join(s for s in (salt, media_salt([img.key for img in images])) if s)
 
     def abort(self, request_id: str) -> None:
         self._inbox.put(("abort", request_id))
@@ -122,9 +141,11 @@ class Engine:
     def stats(self) -> dict:
         """A snapshot of queues and memory (read from any thread; values may be a step old)."""
         prefix = self.prefix.stats() if self.prefix is not None else {"enabled": False}
+        vision = getattr(self.model, "vision", None)
+        extra = {"vision": vision.stats()} if vision is not None else {}
         return {"steps": self._steps, "batch_size": len(self.batch), "kv_bytes": self.batch.nbytes(),
                 "failed_steps": self._failures_total, "preemptions": self._preemptions,
-                "prefix_cache": prefix, **self.scheduler.snapshot()}
+                "prefix_cache": prefix, **extra, **self.scheduler.snapshot()}
 
     def clear_prefix_cache(self, timeout: float = 30.0, *, disk: bool = False) -> int:
         """Drop every cached prefix block no request holds (and the disk tier's blocks when
@@ -158,7 +179,7 @@ class Engine:
         self.model = self._load()
         self.vocab_size = _vocab_size(self.model)
         self.scheduler.cfg = resolve_auto(self.scheduler.cfg)
-        self.runner = ModelRunner(self.model.model)
+        self.runner = ModelRunner(self.model.model, getattr(self.model, "vision", None))
         self.prefix = PrefixReuse(self.model, self.config.prefix)
 
     def _loop(self) -> None:
@@ -299,8 +320,10 @@ class Engine:
             self.prefix.remember_tokens(req.prefill_tokens, cache, req.cache_salt)
 
     def _prefill_all(self, work: list[tuple[Request, int]]) -> list[Joiner]:
-        """Whole fresh prompts go through the model together; the rest chunk by chunk, alone."""
-        group = [req for req, n in work if req.num_prefilled == 0 and n == req.prefill_len]
+        """Whole fresh prompts go through the model together; the rest chunk by chunk, alone.
+        Prompts with images are always prefilled alone (from input embeddings); they join the
+        same decode batch as the others once their prompt is done."""
+        group = [req for req, n in work if req.num_prefilled == 0 and n == req.prefill_len and not req.images]
         if len(group) < 2 or not self.runner.can_batch_prefill(group):
             group = []
         solo = [j for req, n in work if req not in group and (j := self._prefill(req, n))]

@@ -44,6 +44,9 @@ class Request:
     prefix_blocks: tuple = ()  # prefix-cache blocks this request holds a reference on
     cache_salt: str = ""  # keys what the tokens do not show (media, tenant): see engine/kv/media.py
     resume: list[int] | None = None  # checkpoint to re-prefill after a preemption
+    images: tuple = ()  # vision.images.ImageInput, in prompt order (prefilled from input embeddings)
+    image_spans: tuple = ()  # (start, length) of each image's placeholder positions in the prompt
+    image_features: list | None = None  # per image, once encoded on the engine thread (None: not needed)
     attempts: int = 0  # failed engine steps this request was part of
 
     @property

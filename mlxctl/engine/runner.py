@@ -9,6 +9,12 @@ with depends on the token it sampled at step ``n``, which that pipeline has not 
 batch with such rows queues the forward pass first, then reads step ``n``'s tokens, advances the
 matchers and fills their masks on the CPU while the forward runs, and only then queues the
 sampling. A batch without them is untouched: no extra sync, no extra work.
+
+Images (vision models): a request with images is prefilled from input embeddings, chunk by
+chunk like any prompt: each chunk's token embeddings with the image features spliced in over
+the placeholder positions (``vision.adapter.VisionAdapter.embed``). Its first token and every
+decode step after it go through the model as tokens, like every other row of the batch.
+Requests without images call the model exactly as before.
 """
 
 from __future__ import annotations
@@ -22,11 +28,13 @@ from mlxctl.engine.batch import DecodeBatch
 from mlxctl.engine.constraints import advance_all, constraint_masks
 from mlxctl.engine.request import Request
 from mlxctl.engine.sampling import BatchSample, arrays_to_eval, sample_batch
+from mlxctl.errors import EngineError
 
 
 class ModelRunner:
-    def __init__(self, model: Any):
+    def __init__(self, model: Any, vision: Any = None):
         self.model = model
+        self.vision = vision  # vision.adapter.VisionAdapter of a vision model, else None
         self._batchable: bool | None = None
 
     def prefill(self, req: Request, n: int) -> BatchSample | None:
@@ -35,11 +43,12 @@ class ModelRunner:
             req.cache = make_prompt_cache(self.model)
         start = req.num_prefilled
         chunk = mx.array(req.prefill_tokens[start : start + n])[None]
+        embeds = self._embeddings(req, start, n) if req.images else None
         req.num_prefilled += n
         if req.prompt_left > 0:
-            self._fill(chunk, req.cache)
+            self._fill(chunk, req.cache, embeds)
             return None
-        logits = self._last_logits(chunk, req.cache)
+        logits = self._last_logits(chunk, req.cache, embeds)
         first = sample_batch(logits, [req.sampler], _first_masks([req], logits))
         mx.async_eval(arrays_to_eval(first))
         return first
@@ -70,17 +79,29 @@ class ModelRunner:
         mx.async_eval(arrays_to_eval(first))
         return cache, first
 
-    def _fill(self, tokens: mx.array, cache: list[Any]) -> None:
+    def _embeddings(self, req: Request, start: int, n: int) -> mx.array:
+        """(1, n, hidden) input embeddings of the chunk, encoding the images it still needs."""
+        if self.vision is None:
+            raise EngineError("this model does not accept images")
+        req.image_features = self.vision.features_for(req.images, req.image_spans, req.image_features, start)
+        return self.vision.embed(req.prefill_tokens[start : start + n], start, req.image_spans, req.image_features)[None]
+
+    def _fill(self, tokens: mx.array, cache: list[Any], embeds: mx.array | None = None) -> None:
         """Run prompt tokens for their KV only: the logits are never evaluated, so the output
         projection (the vocabulary-wide matmul) is skipped for them."""
-        self.model(tokens, cache=cache)
+        if embeds is None:
+            self.model(tokens, cache=cache)
+        else:
+            self.model(tokens, cache=cache, input_embeddings=embeds)
         mx.eval([c.state for c in cache])
 
-    def _last_logits(self, tokens: mx.array, cache: list[Any]) -> mx.array:
+    def _last_logits(self, tokens: mx.array, cache: list[Any], embeds: mx.array | None = None) -> mx.array:
         """Logits of the last position only (B, V), after filling the cache with the rest."""
         if tokens.shape[1] > 1:
-            self._fill(tokens[:, :-1], cache)
-        return self.model(tokens[:, -1:], cache=cache)[:, -1, :]
+            self._fill(tokens[:, :-1], cache, None if embeds is None else embeds[:, :-1])
+        if embeds is None:
+            return self.model(tokens[:, -1:], cache=cache)[:, -1, :]
+        return self.model(tokens[:, -1:], cache=cache, input_embeddings=embeds[:, -1:])[:, -1, :]
 
     def decode(self, batch: DecodeBatch) -> BatchSample:
         """Queue one decode step for every row; returns the (lazy) next tokens."""

@@ -3,6 +3,9 @@
 ``dtype``: ``native`` keeps the weights as stored (quantised stays quantised); ``float32``,
 ``float16`` and ``bfloat16`` dequantise and cast everything; ``auto`` is float32 on the CPU
 backend (faster there than quantised kernels) and native elsewhere.
+
+A vision-language folder (its config has ``vision_config``): mlx-lm loads the text tower, and
+``mlxctl.vision`` the vision tower and projector (``LoadedModel.vision``; see docs/vision.md).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ class LoadedModel:
     context_length: int
     eos_token_ids: set[int]
     name: str
+    vision: Any = field(default=None, repr=False)  # mlxctl.vision.adapter.VisionAdapter, for image input
 
 
 def load_model(path: Path, dtype: str = "auto", *, name: str | None = None) -> LoadedModel:
@@ -36,6 +40,11 @@ def load_model(path: Path, dtype: str = "auto", *, name: str | None = None) -> L
     model, tokenizer, config = _mlx_lm_load(path)
     if (target := weight_dtype(dtype)) is not None:
         _convert(model, target)
+    vision = None
+    if "vision_config" in config:
+        from mlxctl.vision.adapter import load_vision
+
+        vision = load_vision(path, config, model, tokenizer, target)
     return LoadedModel(
         model=model,
         tokenizer=tokenizer,
@@ -43,6 +52,7 @@ def load_model(path: Path, dtype: str = "auto", *, name: str | None = None) -> L
         context_length=context_length(config),
         eos_token_ids=set(tokenizer.eos_token_ids),
         name=name or model_name(path),
+        vision=vision,
     )
 
 

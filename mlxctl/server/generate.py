@@ -20,29 +20,31 @@ from mlxctl.server.served_model import engine_of
 BACKSTOP_S = 10.0  # after the timeout event, how long a view may take before it is cancelled
 
 
-def submit(request: web.Request, tokens: list[int], params: SamplingParams, cache_salt: str = "") -> RequestStream:
-    """Queue a generation, or refuse it: 503 when loading or the queue is full, 400 for bad input."""
+def submit(request: web.Request, tokens: list[int], params: SamplingParams, cache_salt: str = "",
+           images: tuple = ()) -> RequestStream:
+    """Queue a generation, or refuse it: 503 when loading or the queue is full, 400 for bad input.
+    ``images``: one per image placeholder of ``tokens`` (a vision model; see docs/vision.md)."""
     engine, settings = engine_of(request), request.app[SETTINGS]
     if engine.model is None:
         raise ApiError(503, "the model is still loading", headers={"Retry-After": "5"})
     if len(engine.scheduler.waiting) >= settings.max_waiting:
         raise ApiError(503, "the server is busy: too many queued requests", headers={"Retry-After": "1"})
     try:
-        return engine.submit(tokens, params, loop=asyncio.get_running_loop(), cache_salt=cache_salt)
+        return engine.submit(tokens, params, loop=asyncio.get_running_loop(), cache_salt=cache_salt, images=images)
     except MlxctlError as err:
         raise ApiError.from_mlxctl(err) from err
 
 
 @asynccontextmanager
 async def generation(request: web.Request, tokens: list[int], params: SamplingParams,
-                     cache_salt: str = "") -> AsyncIterator[RequestStream]:
+                     cache_salt: str = "", images: tuple = ()) -> AsyncIterator[RequestStream]:
     """A stream that is aborted (and its memory freed) if the view exits before it finishes:
     a client disconnect, a timeout, a shutdown or an error while writing.
 
     At the time limit the stream ends with a RequestTimeoutError (an MlxctlError, HTTP 504)
     that the view raises while reading it; a view still inside the block a little later gets
     TimeoutError (asyncio.timeout's cancellation)."""
-    stream = submit(request, tokens, params, cache_salt)
+    stream = submit(request, tokens, params, cache_salt, images)
     state, limit = request.app[STATE], request.app[SETTINGS].request_timeout_s
     timer = asyncio.get_running_loop().call_later(limit, interrupt, stream, timeout_error(limit), len(tokens))
     state.streams.add(stream)

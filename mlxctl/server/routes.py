@@ -42,4 +42,4 @@ def setup_routes(app: web.Application) -> None:
     app.router.add_get("/v1/responses/{response_id}", responses.retrieve)
     app.router.add_delete("/v1/responses/{response_id}", responses.delete)
     embeddings.setup(app)  # /v1/embeddings, /v1/rerank and the embedding model's thread
-    audio.setup(app)  # /v1/audio/transcriptions and the speech-to-text model's thread
+    audio.setup(app)  # /v1/audio/transcriptions, /speech and /voices, each audio model on its own thread

@@ -31,3 +31,5 @@ class ServeSettings:
     mcp_audit_log: str | None = None  # a file that gets one JSON line per MCP call
     embedding_model: str | None = None  # --embedding-model: serves /v1/embeddings and /v1/rerank
     stt_model: str | None = None  # --stt-model: /v1/audio/transcriptions' model (None: whisper-tiny-en, on first use)
+    tts_model: str | None = None  # --tts-model: /v1/audio/speech's model (None: kokoro-82m, on first use)
+    allowed_local_media_path: str | None = None  # file:// image URLs may name files in this folder (None: refused)

@@ -9,6 +9,7 @@ from aiohttp import web
 from mlxctl.api import anthropic_events as events
 from mlxctl.api.anthropic_models import CountTokensRequest, MessagesRequest
 from mlxctl.api.anthropic_translate import (
+    image_refs,
     message_body,
     new_message_id,
     prompt_tokens,
@@ -23,28 +24,36 @@ from mlxctl.errors import MlxctlError
 from mlxctl.server.body import parse_body
 from mlxctl.server.errors import ApiError, error_body
 from mlxctl.server.generate import generation
+from mlxctl.server.images import content_field, image_token, load_images
 from mlxctl.server.keys import SETTINGS
 from mlxctl.server.served_model import model_formats, use_model
 from mlxctl.server.sse import open_sse, send
 from mlxctl.server.text_chunks import TextChunks
+from mlxctl.vision import images_refused, vision_of
 
 
 async def count_tokens(request: web.Request) -> web.Response:
     req = await parse_body(request, CountTokensRequest)
-    tokenizer = (await use_model(request, req.model)).model.tokenizer
-    tokens, _, _ = prompt_tokens(tokenizer, req, model_formats(request))
-    return web.json_response({"input_tokens": len(tokens)})
+    engine = await use_model(request, req.model)
+    refs = _image_refs(req)
+    if refs and (vision := vision_of(engine.model)) is None:
+        raise ApiError(400, images_refused(engine.model).message, param=content_field(refs[0].where))
+    tokens, _, _ = prompt_tokens(engine.model.tokenizer, req, model_formats(request), image_token=image_token(engine))
+    extra = len(refs) * (vision.tokens_per_image - 1) if refs else 0  # each image's placeholder, expanded
+    return web.json_response({"input_tokens": len(tokens) + extra})
 
 
 async def messages(request: web.Request) -> web.StreamResponse:
     req = await parse_body(request, MessagesRequest)
-    tokenizer = (await use_model(request, req.model)).model.tokenizer
-    tokens, plan, opens = prompt_tokens(tokenizer, req, model_formats(request))
+    engine = await use_model(request, req.model)
+    images = await load_images(request, engine, _image_refs(req))
+    tokens, plan, opens = prompt_tokens(engine.model.tokenizer, req, model_formats(request),
+                                        image_token=image_token(engine))
     params = with_plan(sampling_params(req), plan, opens)
     splitter = new_splitter(plan, opens)
     if req.stream:
-        return await _stream(request, req, tokens, params, splitter)
-    async with generation(request, tokens, params) as stream:
+        return await _stream(request, req, tokens, params, splitter, images)
+    async with generation(request, tokens, params, images=images) as stream:
         done = await stream.collect_async()
     splitter.feed(done.text)
     splitter.finish()
@@ -57,14 +66,29 @@ async def _emit(resp: web.StreamResponse, payload: dict) -> None:
     await send(resp, payload, event=payload["type"])
 
 
+def _expanded(request: web.Request) -> int:
+    """Prompt tokens one image adds beyond its placeholder."""
+    from mlxctl.server.served_model import engine_of
+
+    return vision_of(engine_of(request).model).tokens_per_image - 1
+
+
+def _image_refs(req: CountTokensRequest) -> list:
+    try:
+        return image_refs(req)
+    except MlxctlError as err:
+        raise ApiError(400, err.message, param=getattr(err, "param", None)) from err
+
+
 async def _stream(request: web.Request, req: MessagesRequest, tokens: list[int],
-                  params: SamplingParams, splitter: OutputSplitter) -> web.StreamResponse:
+                  params: SamplingParams, splitter: OutputSplitter, images: tuple = ()) -> web.StreamResponse:
     resp = None
     try:
-        async with generation(request, tokens, params) as stream:
+        async with generation(request, tokens, params, images=images) as stream:
             resp = await open_sse(request)
             chunks = TextChunks(stream, _interval(request))
-            await _stream_events(request, resp, req, len(tokens), chunks, splitter)
+            prompt_len = len(tokens) + sum(_expanded(request) for _ in images)  # placeholders expanded
+            await _stream_events(request, resp, req, prompt_len, chunks, splitter)
     except (MlxctlError, TimeoutError) as err:
         if resp is None:
             raise

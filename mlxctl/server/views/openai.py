@@ -19,9 +19,10 @@ from mlxctl.api.openai_output import (
     total_usage,
 )
 from mlxctl.api.openai_pieces import whole
-from mlxctl.api.openai_translate import Job, chat_jobs, completion_jobs
+from mlxctl.api.openai_translate import Job, chat_image_refs, chat_jobs, completion_jobs
 from mlxctl.server.body import parse_body
 from mlxctl.server.errors import ApiError
+from mlxctl.server.images import image_token, load_images
 from mlxctl.server.mcp_loop import chat_with_mcp, wants_mcp
 from mlxctl.server.served_model import model_formats, use_model
 from mlxctl.server.views.openai_stream import open_generations, stream_response
@@ -29,10 +30,15 @@ from mlxctl.server.views.openai_stream import open_generations, stream_response
 
 async def chat_completions(request: web.Request) -> web.StreamResponse:
     body = await parse_body(request, ChatCompletionRequest)
-    tokenizer = (await use_model(request, body.model, body.keep_alive)).model.tokenizer
+    engine = await use_model(request, body.model, body.keep_alive)
+    tokenizer = engine.model.tokenizer
+    refs = chat_image_refs(body)
     if wants_mcp(body):  # "mcp": true or a {"type": "mcp"} tool: the server runs MCP tool calls
+        if refs:
+            raise ApiError(400, "images are not supported with the MCP tool loop", param=refs[0].where)
         return await chat_with_mcp(request, body, tokenizer)
-    jobs, plan = chat_jobs(body, tokenizer, model_formats(request))
+    images = await load_images(request, engine, refs)
+    jobs, plan = chat_jobs(body, tokenizer, model_formats(request), images=images, image_token=image_token(engine))
     output = ChatOutput(body.model, tokenizer, body.include_usage, plan, jobs[0].reasoning_open)
     return await _respond(request, body, jobs, output)
 

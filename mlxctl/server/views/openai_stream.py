@@ -29,7 +29,7 @@ from mlxctl.server.sse import open_sse, send
 
 async def open_generations(request: web.Request, stack: AsyncExitStack, jobs: list[Job]) -> list[RequestStream]:
     """Submit every job; all are aborted when ``stack`` closes before they finish."""
-    return [await stack.enter_async_context(generation(request, job.tokens, job.params, job.cache_salt))
+    return [await stack.enter_async_context(generation(request, job.tokens, job.params, job.cache_salt, job.images))
             for job in jobs]
 
 

@@ -1,0 +1,53 @@
+"""Images of a chat request, loaded before it is submitted (see docs/vision.md).
+
+The model is checked first (a text-only model answers 400 "this model does not accept images"
+before anything is fetched); then every image is fetched, read or decoded at once, under the
+server's media policy. A bad image is a 400 that names its field.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+from aiohttp import web
+
+from mlxctl.errors import MlxctlError
+from mlxctl.server.errors import ApiError
+from mlxctl.server.keys import SETTINGS
+from mlxctl.vision import images_refused, vision_of
+from mlxctl.vision.fetch import ImageRef, MediaPolicy, load_image
+
+
+def media_policy(request: web.Request) -> MediaPolicy:
+    return MediaPolicy(local_root=request.app[SETTINGS].allowed_local_media_path)
+
+
+async def load_images(request: web.Request, engine: Any, refs: Sequence[ImageRef]) -> tuple:
+    """The images of ``refs``, loaded, for ``engine``'s model; () without any."""
+    if not refs:
+        return ()
+    if engine.model is None:
+        raise ApiError(503, "the model is still loading", headers={"Retry-After": "5"})
+    if vision_of(engine.model) is None:
+        raise ApiError(400, images_refused(engine.model).message, param=content_field(refs[0].where),
+                       code="images_not_supported")
+    policy = media_policy(request)
+    try:
+        return tuple(await asyncio.gather(*(load_image(ref, policy) for ref in refs)))
+    except MlxctlError as err:
+        message = f"{err.message} ({err.hint})" if err.hint else err.message
+        raise ApiError(400, message, param=getattr(err, "param", None)) from err
+
+
+def content_field(where: str) -> str:
+    """The message content an image field is part of: messages.0.content.1.image_url.url ->
+    messages.0.content (what a text-only model cannot take)."""
+    head, sep, _ = where.partition(".content.")
+    return head + ".content" if sep else where
+
+
+def image_token(engine: Any) -> str | None:
+    vision = vision_of(engine.model) if engine.model is not None else None
+    return None if vision is None else vision.image_token

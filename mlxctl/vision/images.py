@@ -1,0 +1,104 @@
+"""Image bytes -> a decoded, checked image keyed by its content.
+
+Only raster formats Pillow decodes by itself are opened (PNG, JPEG, WebP, GIF, BMP, TIFF): never
+formats that hand the file to an outside program (EPS runs Ghostscript). The pixel count is
+checked from the header before anything is decoded, so a small file that claims a huge image
+(a decompression bomb) is refused without the memory. The first frame of an animation is used.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from mlxctl.engine.kv.media import image_key
+from mlxctl.errors import BadInputError
+
+FORMATS = ("PNG", "JPEG", "WEBP", "GIF", "BMP", "TIFF")
+MAX_IMAGE_BYTES = 20 * 1024 * 1024
+MAX_IMAGE_PIXELS = 40_000_000  # about 6300 x 6300
+
+
+class ImageError(BadInputError):
+    """A bad image; ``param`` names the field (or flag) it came from."""
+
+    def __init__(self, param: str, message: str, hint: str | None = None):
+        super().__init__(f"{param}: {message}", hint)
+        self.param = param
+
+
+@dataclass(frozen=True)
+class ImageLimits:
+    max_bytes: int = MAX_IMAGE_BYTES
+    max_pixels: int = MAX_IMAGE_PIXELS
+
+
+@dataclass(frozen=True, eq=False)
+class ImageInput:
+    """One image of a request: its content key (engine/kv/media.py), the decoded RGB image
+    (a PIL image) and the field it came from."""
+
+    key: str
+    image: Any
+    where: str = "image"
+
+    @property
+    def size(self) -> tuple[int, int]:
+        return self.image.size
+
+
+def decode_image(data: bytes, where: str, limits: ImageLimits = ImageLimits()) -> ImageInput:
+    """Decode ``data``; an ImageError naming ``where`` if it is too big or not an image."""
+    from PIL import Image
+
+    if len(data) > limits.max_bytes:
+        raise ImageError(where, f"the image is {len(data)} bytes, more than the {limits.max_bytes} allowed")
+    if not data:
+        raise ImageError(where, "the image is empty")
+    try:
+        with Image.open(io.BytesIO(data), formats=FORMATS) as img:
+            width, height = img.size
+            if width * height > limits.max_pixels:
+                raise ImageError(where, f"the image is {width}x{height} pixels, more than the "
+                                        f"{limits.max_pixels} allowed")
+            img.seek(0)
+            rgb = to_rgb(img)
+    except ImageError:
+        raise
+    except (OSError, SyntaxError, ValueError, Image.DecompressionBombError, EOFError) as exc:
+        raise ImageError(where, f"not a decodable image ({', '.join(FORMATS)}): {exc}") from None
+    return ImageInput(image_key(data), rgb, where)
+
+
+def to_rgb(img: Any) -> Any:
+    """RGB pixels; transparency goes onto white, as Hugging Face's image processors do."""
+    from PIL import Image
+
+    img.load()
+    if img.mode == "RGB":
+        return img.copy()
+    if img.mode in ("RGBA", "LA", "PA") or (img.mode == "P" and "transparency" in img.info):
+        rgba = img.convert("RGBA")
+        white = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
+        return Image.alpha_composite(white, rgba).convert("RGB")
+    return img.convert("RGB")
+
+
+def read_image_file(path: str | Path, where: str | None = None, limits: ImageLimits = ImageLimits()) -> ImageInput:
+    """An image from a local file (``run --image``, ``file://`` URLs)."""
+    path = Path(path).expanduser()
+    where = where or str(path)
+    try:
+        size = path.stat().st_size
+        if not path.is_file():
+            raise ImageError(where, f"{path} is not a file")
+        if size > limits.max_bytes:
+            raise ImageError(where, f"the image is {size} bytes, more than the {limits.max_bytes} allowed")
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise ImageError(where, f"no such file: {path}") from None
+    except PermissionError:
+        raise ImageError(where, f"cannot read {path}: permission denied") from None
+    return decode_image(data, where, limits)

@@ -1,0 +1,50 @@
+"""The LLaVA-layout test model (SmolLM2 text tower, tiny random vision tower) and an engine on it."""
+
+from __future__ import annotations
+
+import base64
+import io
+
+import pytest
+
+from tests.vision.build_model import build_llava
+
+
+def png_bytes(seed: int = 0, size: tuple[int, int] = (80, 60), fmt: str = "PNG", mode: str = "RGB") -> bytes:
+    """A random image (seeded), encoded."""
+    import numpy as np
+    from PIL import Image
+
+    channels = len(mode)
+    arr = (np.random.RandomState(seed).rand(size[1], size[0], channels) * 255).astype("uint8")
+    buf = io.BytesIO()
+    Image.fromarray(arr if channels > 1 else arr[..., 0], mode).save(buf, fmt)
+    return buf.getvalue()
+
+
+def data_url(data: bytes, media_type: str = "image/png") -> str:
+    return f"data:{media_type};base64," + base64.b64encode(data).decode()
+
+
+@pytest.fixture(scope="session")
+def llava_dir(smollm2, tmp_path_factory):
+    """The test model's folder (built once per session under tmp)."""
+    return build_llava(smollm2.path, tmp_path_factory.mktemp("models") / "llava-smollm2-test")
+
+
+@pytest.fixture(scope="session")
+def llava_loaded(llava_dir):
+    from mlxctl.models.loader import load_model
+
+    return load_model(llava_dir)
+
+
+@pytest.fixture(scope="session")
+def vision_engine(llava_loaded):
+    """One engine on the test model, shared (prefix blocks of 16 tokens, so short prompts cache)."""
+    from mlxctl.engine.engine import Engine, EngineConfig
+    from mlxctl.engine.prefix_config import PrefixConfig
+
+    engine = Engine(lambda: llava_loaded, EngineConfig(prefix=PrefixConfig(block_size=16))).start()
+    yield engine
+    engine.shutdown()
