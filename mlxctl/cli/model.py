@@ -338,6 +338,10 @@ def _qualify(out: Output, model: str | None, url: str | None, api_key: str | Non
 
     if url is not None:
         card = qualify_url(url, model=model, api_key=api_key, progress=out.progress)
+    elif model is not None and (kind := _media_kind(model)) is not None:
+        from mlxctl.models.qualify_media import qualify_kind
+
+        card = qualify_kind(kind, model, progress=out.progress)
     elif model is not None:
         card = qualify_model(model, progress=out.progress)
     else:
@@ -347,6 +351,15 @@ def _qualify(out: Output, model: str | None, url: str | None, api_key: str | Non
         names = ", ".join(c.name for c in card.failed)
         raise CheckFailedError(f"{card.model} failed {len(card.failed)} of {len(card.checks)} "
                                f"checks: {names}")  # fmt: skip
+
+
+def _media_kind(ref: str) -> str | None:
+    """embed, stt or tts for catalog (or store) models of those kinds; None for chat models."""
+    from mlxctl.models.catalog import catalog_entry
+
+    entry = catalog_entry(ref)
+    kind = getattr(entry, "kind", None)
+    return kind if kind in ("embed", "stt", "tts") else None
 
 
 @app.command("list")
