@@ -126,7 +126,7 @@ def test_client_tools_end_the_loop(mcp_server):
     remember = {"type": "function", "function": {"name": "remember", "parameters": {
         "type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"], "additionalProperties": False}}}
     resp = client(url).chat.completions.create(
-        model=MODEL, messages=[{"role": "user", "content": "Remember the number 7."}], max_tokens=40,
+        model=MODEL, messages=[{"role": "user", "content": "Remember the number 7."}], max_tokens=120,
         tools=[remember], tool_choice={"type": "function", "function": {"name": "remember"}},
         extra_body={"mcp": True})
     assert resp.choices[0].finish_reason == "tool_calls", resp
