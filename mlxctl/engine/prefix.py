@@ -18,7 +18,7 @@ import os
 from typing import Any
 
 import mlx.core as mx
-from mlx_lm.models.cache import KVCache, make_prompt_cache
+from mlx_lm.models.cache import make_prompt_cache
 
 from mlxctl.engine.kv.prefix_cache import PrefixCache
 from mlxctl.engine.prefix_config import PrefixConfig

@@ -11,11 +11,9 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit
 
 import httpx
 
-from mlxctl.errors import BadInputError
 
 METRIC_PREFIX = "mlxctl:"
 

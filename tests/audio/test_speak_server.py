@@ -102,7 +102,7 @@ def _error(response: httpx.Response, status: int, param: str | None) -> str:
 
 @needs_espeak
 def test_bad_requests_are_400s_naming_the_field(tts_url, monkeypatch):
-    from mlxctl.server.views import audio
+    from mlxctl.server.views import speech as audio  # the speech endpoints live in views/speech.py
 
     monkeypatch.setattr(audio, "_ffmpeg", lambda: None)  # as on a machine without ffmpeg
 
@@ -128,7 +128,7 @@ def test_bad_requests_are_400s_naming_the_field(tts_url, monkeypatch):
 @needs_espeak
 def test_compressed_formats_go_through_ffmpeg(tts_url, tmp_path, monkeypatch):
     """mp3 & co. are encoded by ffmpeg when there is one: a stand-in that copies stdin shows the plumbing."""
-    from mlxctl.server.views import audio
+    from mlxctl.server.views import speech as audio  # the speech endpoints live in views/speech.py
 
     fake = tmp_path / "ffmpeg"
     fake.write_text("#!/bin/sh\nexec cat\n")
