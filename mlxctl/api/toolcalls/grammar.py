@@ -1,7 +1,9 @@
 """llguidance Lark grammars that force tool calls (for ``tool_choice`` "required" or a named tool).
 
 Each grammar admits only calls in its format, at least one, every call of one of the request's
-tools (of ``name`` when given) with arguments matching the tool's JSON schema (``%json``). The
+tools (of ``name`` when given) with arguments matching the tool's JSON schema (``%json``, with
+the same bounded whitespace as ``response_format`` schemas, so a small model cannot spend its
+whole budget on newlines inside a forced call). The
 markers are written as text literals: that fits vocabularies where they are ordinary (added,
 non-special) tokens, as ``<tool_call>`` is in Qwen's.
 """
@@ -11,6 +13,7 @@ from __future__ import annotations
 import json
 
 from mlxctl.api.toolcalls.base import parameters_schema, tool_functions
+from mlxctl.engine.constraints import JSON_WHITESPACE
 from mlxctl.errors import BadInputError
 
 
@@ -41,7 +44,8 @@ def call_object_schema(tools: list[dict], name: str | None, args_key: str) -> di
                 "additionalProperties": False,
             }
         )
-    return branches[0] if len(branches) == 1 else {"anyOf": branches}
+    schema = branches[0] if len(branches) == 1 else {"anyOf": branches}
+    return {**schema, "x-guidance": {"whitespace_flexible": True, "whitespace_pattern": JSON_WHITESPACE}}
 
 
 def _lark_string(text: str) -> str:

@@ -82,3 +82,18 @@ def test_forcing_grammar_for_a_named_tool(fmt, tokenizer):
         cls.forcing_grammar(TOOLS, "delete_all")
     with pytest.raises(BadInputError):
         cls.forcing_grammar([], None)
+
+
+@pytest.mark.parametrize("fmt", sorted(CASES))
+def test_forcing_grammar_bounds_the_whitespace_inside_a_call(fmt, tokenizer):
+    # Pretty-printed arguments are fine; a run of newlines longer than JSON_WHITESPACE allows is
+    # not, so a small model cannot loop on newlines until max_tokens cuts the call off.
+    grammar = get_parser(fmt).forcing_grammar(TOOLS, "get_time")
+    key = "arguments" if fmt == "hermes" else "parameters"
+
+    def call(gap: str) -> str:
+        body = f'{{{gap}"name": "get_time",{gap}"{key}": {{}}\n}}'
+        return f"<tool_call>\n{body}\n</tool_call>" if fmt == "hermes" else body
+
+    assert _accepts(tokenizer, grammar, call("\n  "))
+    assert not _accepts(tokenizer, grammar, call("\n" * 40))
