@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
 from mlxctl.engine.engine import Engine, EngineConfig
 from mlxctl.engine.sampling import SamplingParams
@@ -29,22 +29,30 @@ LOAD_FORMATS = ("auto", "dummy")
 
 def open_engine(model_ref: str | None, *, dtype: str = "auto", progress: Progress | None = None,
                 config: EngineConfig = EngineConfig(), load_format: str = "auto",
-                moe_top_k: int | None = None) -> Engine:
+                moe_top_k: int | None = None, group: Any = None) -> Engine:
     """Resolve ``model_ref`` (fetching/importing on first use) and start an engine on it."""
     return lazy_engine(model_ref, dtype=dtype, progress=progress, config=config, load_format=load_format,
-                       moe_top_k=moe_top_k).start()
+                       moe_top_k=moe_top_k, group=group).start()
 
 
 def lazy_engine(model_ref: str | None, *, dtype: str = "auto", progress: Progress | None = None,
                 config: EngineConfig = EngineConfig(), load_format: str = "auto",
-                moe_top_k: int | None = None) -> Engine:
+                moe_top_k: int | None = None, group: Any = None) -> Engine:
     """An engine not started yet: ``start()`` resolves ``model_ref`` and loads it on the engine
-    thread (`serve` listens meanwhile, answering 503 until the model is ready)."""
-    return Engine(model_loader(model_ref, dtype, progress, load_format, moe_top_k), config)
+    thread (`serve` listens meanwhile, answering 503 until the model is ready).
+
+    ``group`` (``distributed.group.tensor_group``): the model is split over the group's ranks
+    and the engine runs in lockstep with theirs (see mlxctl/distributed)."""
+    load = model_loader(model_ref, dtype, progress, load_format, moe_top_k, group)
+    if group is None:
+        return Engine(load, config)
+    from mlxctl.distributed.lockstep import lockstep_engine
+
+    return lockstep_engine(load, config, group)
 
 
 def model_loader(model_ref: str | None, dtype: str, progress: Progress | None, load_format: str = "auto",
-                 moe_top_k: int | None = None):
+                 moe_top_k: int | None = None, group: Any = None):
     """The function the engine thread calls to resolve and load the model.
 
     ``load_format="dummy"``: ``model_ref`` is an architecture preset or a config.json, built
@@ -52,7 +60,34 @@ def model_loader(model_ref: str | None, dtype: str, progress: Progress | None, l
     if load_format not in LOAD_FORMATS:
         raise BadInputError(f"unknown load format {load_format!r}", hint="choose auto or dummy")
     load = _load_dummy if load_format == "dummy" else _load_real
-    return lambda: _routed(load(model_ref, dtype, progress), moe_top_k, progress)
+    return lambda: _routed(load(model_ref, dtype, progress, group), moe_top_k, progress)
+
+
+def _sharder(group: Any):
+    """The ``prepare`` hook that splits a lazily loaded model over ``group`` (None: no split)."""
+    if group is None:
+        return None
+    from mlxctl.distributed.plan import shard_model, shard_plan
+
+    def prepare(model: Any, config: dict) -> None:
+        shard_plan(config, group.size())
+        shard_model(model, group)
+
+    return prepare
+
+
+def _resolved(model_ref: str | None, progress: Progress | None, group: Any):
+    """``resolve_model``, by rank 0 first when several ranks share one machine's model store
+    (a first use fetches or imports the model; two ranks doing it at once would race)."""
+    from mlxctl.models.resolve import resolve_model
+
+    if group is None:
+        return resolve_model(model_ref, progress=progress)
+    from mlxctl.distributed.channel import Channel
+
+    resolved = resolve_model(model_ref, progress=progress) if group.rank() == 0 else None
+    Channel(group).broadcast(True)  # the others resolve once rank 0 is done
+    return resolved or resolve_model(model_ref)
 
 
 def _routed(loaded, moe_top_k: int | None, progress: Progress | None):
@@ -63,21 +98,19 @@ def _routed(loaded, moe_top_k: int | None, progress: Progress | None):
     return loaded
 
 
-def _load_real(model_ref, dtype, progress):
+def _load_real(model_ref, dtype, progress, group=None):
     from mlxctl.models.loader import load_model
-    from mlxctl.models.resolve import resolve_model
 
-    resolved = resolve_model(model_ref, progress=progress)
+    resolved = _resolved(model_ref, progress, group)
     if progress:
-        progress(f"loading {resolved.name}")
-    return load_model(resolved.path, dtype=dtype)
+        progress(f"loading {resolved.name}" + (f" split over {group.size()} ranks" if group is not None else ""))
+    return load_model(resolved.path, dtype=dtype, prepare=_sharder(group))
 
 
-def _load_dummy(model_ref, dtype, progress):
+def _load_dummy(model_ref, dtype, progress, group=None):
     from mlxctl.models.dummy import load_dummy
-    from mlxctl.models.resolve import resolve_model
 
-    return load_dummy(model_ref, resolve_model(None, progress=progress).path, dtype)
+    return load_dummy(model_ref, _resolved(None, progress, group).path, dtype, prepare=_sharder(group))
 
 
 def prompt_tokens(engine: Engine, spec: PromptSpec) -> list[int]:

@@ -49,3 +49,14 @@ MoeTopKOpt = Annotated[
         "faster decode, some quality cost). No effect on dense models.",
     ),
 ]
+
+TensorParallelOpt = Annotated[
+    int,
+    typer.Option(
+        "--tensor-parallel",
+        metavar="N",
+        min=1,
+        help="Split the model over N ranks started by mlx.launch (GPUs of one host over NCCL, Macs "
+        "over ring or JACCL; docs/distributed.md). Rank 0 does the work of the command; the others follow it.",
+    ),
+]

@@ -11,8 +11,10 @@ import typer
 
 from mlxctl.cli.blas import ensure_fast_blas
 from mlxctl.cli.context import output_for
-from mlxctl.cli.options import DEFAULT_HOST, DEFAULT_PORT, HostOpt, LoadFormatOpt, MoeTopKOpt, PortOpt
+from mlxctl.cli.options import (DEFAULT_HOST, DEFAULT_PORT, HostOpt, LoadFormatOpt, MoeTopKOpt, PortOpt,
+                                TensorParallelOpt)
 from mlxctl.cli.output import Output
+from mlxctl.cli.tensor_parallel import check_serve_options
 from mlxctl.errors import BadInputError
 
 LOG_FORMATS = ("human", "json")
@@ -105,6 +107,7 @@ def serve(
     stt_model: SttModelOpt = None,
     tts_model: TtsModelOpt = None,
     allowed_local_media_path: MediaPathOpt = None,
+    tensor_parallel: TensorParallelOpt = 1,
 ) -> None:
     """Serve a model over OpenAI- and Anthropic-compatible HTTP APIs.
 
@@ -161,8 +164,9 @@ def serve(
         raise BadInputError(f"--pin {unknown[0]}: not an extra model", hint="pin the names given as -m NAME=MODEL after the first")
     residency = (extras, int(max_loaded_gb * (1 << 30)), keep_alive_s, tui, str(log_file) if log_file else None,
                  frozenset(pin or ()))
+    check_serve_options(tensor_parallel, extra_models=len(extras), cache_dir=cache_dir)
     _execute(output_for(ctx), first, (dtype, load_format, moe_top_k), settings, max_num_seqs,
-             (prefill_chunk, prefix, max_retries), residency)
+             (prefill_chunk, prefix, max_retries, tensor_parallel), residency)
 
 
 def split_models(models: list[str] | None) -> tuple[tuple[str | None, str | None], list[tuple[str, str]]]:
@@ -281,14 +285,21 @@ def _execute(out: Output, model: str | None, weights: tuple, settings, max_num_s
     from mlxctl.server.app import init_app
     from mlxctl.server.residency import ModelPool
 
-    prefill_chunk, prefix, max_retries = engine_opts
+    from mlxctl.cli.tensor_parallel import follow, rank_group
+
+    prefill_chunk, prefix, max_retries, tensor_parallel = engine_opts
+    group = rank_group(tensor_parallel, "serve")
     config = EngineConfig(SchedulerConfig(max_num_seqs=max_num_seqs, prefill_chunk=prefill_chunk,
                                           max_prefilling=min(8, max_num_seqs)), prefix=prefix, max_retries=max_retries)
     dtype, load_format, moe_top_k = weights
     extras, budget, keep_alive_s, tui, log_file, pinned = residency
     progress = None if tui else out.message  # nothing may write over the live view
+    if group is not None and group.rank() != 0:
+        follow(lazy_engine(model, dtype=dtype, config=config, load_format=load_format, moe_top_k=moe_top_k,
+                           group=group))
+        return
     engine = lazy_engine(model, dtype=dtype, progress=progress, config=config, load_format=load_format,
-                         moe_top_k=moe_top_k)
+                         moe_top_k=moe_top_k, group=group)
     pool = ModelPool(budget, keep_alive_s)
     for name, ref in extras:
         pool.add(name, ref, functools.partial(lazy_engine, ref, dtype=dtype, progress=progress, config=config,

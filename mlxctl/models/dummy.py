@@ -11,7 +11,7 @@ from __future__ import annotations
 import importlib
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from mlxctl.errors import BadInputError, ModelFormatError
 
@@ -84,8 +84,12 @@ def silence_unknown_tokens(model: Any, tokenizer_vocab: int) -> None:
         head.weight = head.weight * keep.astype(head.weight.dtype)
 
 
-def load_dummy(ref: str | None, tokenizer_dir: Path, dtype: str = "auto", seed: int = 0) -> Any:
-    """A LoadedModel with random weights in ``dtype`` (auto: float32 on CPU, bfloat16 elsewhere)."""
+def load_dummy(ref: str | None, tokenizer_dir: Path, dtype: str = "auto", seed: int = 0,
+               prepare: Callable[[Any, dict], None] | None = None) -> Any:
+    """A LoadedModel with random weights in ``dtype`` (auto: float32 on CPU, bfloat16 elsewhere).
+
+    ``prepare(model, config)`` runs before the weights are evaluated (the tensor-parallel
+    split; every rank draws the same weights from ``seed`` and keeps its share)."""
     import mlx.core as mx
     from mlx_lm.utils import load_tokenizer
 
@@ -93,6 +97,8 @@ def load_dummy(ref: str | None, tokenizer_dir: Path, dtype: str = "auto", seed: 
 
     name, config = dummy_config(ref)
     model = build_model(config, seed)
+    if prepare is not None:
+        prepare(model, config)
     model.set_dtype(weight_dtype(dtype) or mx.bfloat16)
     mx.eval(model.parameters())
     tokenizer = load_tokenizer(Path(tokenizer_dir))

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from mlxctl.errors import BadInputError, ModelFormatError, ModelNotFoundError
 from mlxctl.models.manifest import model_name
@@ -33,13 +33,23 @@ class LoadedModel:
     vision: Any = field(default=None, repr=False)  # mlxctl.vision.adapter.VisionAdapter, for image input
 
 
-def load_model(path: Path, dtype: str = "auto", *, name: str | None = None) -> LoadedModel:
-    """Load the model folder at ``path`` with weights in ``dtype`` (see module docstring)."""
+def load_model(path: Path, dtype: str = "auto", *, name: str | None = None,
+               prepare: Callable[[Any, dict], None] | None = None) -> LoadedModel:
+    """Load the model folder at ``path`` with weights in ``dtype`` (see module docstring).
+
+    ``prepare(model, config)`` runs on the lazily loaded model before any weight is read (the
+    tensor-parallel split: each rank then reads only its share)."""
     check_dtype(dtype)
     path = Path(path)
-    model, tokenizer, config = _mlx_lm_load(path)
+    model, tokenizer, config = _mlx_lm_load(path, lazy=prepare is not None)
+    if prepare is not None:
+        prepare(model, config)
     if (target := weight_dtype(dtype)) is not None:
         _convert(model, target)
+    elif prepare is not None:
+        import mlx.core as mx
+
+        mx.eval(model.parameters())
     vision = None
     if "vision_config" in config:
         from mlxctl.vision.adapter import load_vision
@@ -80,13 +90,13 @@ def context_length(config: dict) -> int:
     return _DEFAULT_CONTEXT
 
 
-def _mlx_lm_load(path: Path) -> tuple:
+def _mlx_lm_load(path: Path, lazy: bool = False) -> tuple:
     if not (path / "config.json").is_file():
         raise ModelNotFoundError(f"no model folder at {path} (config.json missing)")
     from mlx_lm import load
 
     try:
-        return load(str(path), return_config=True)
+        return load(str(path), return_config=True, lazy=lazy)
     except (ValueError, FileNotFoundError, KeyError) as e:
         raise ModelFormatError(f"cannot load {path.name}: {e}") from None
 

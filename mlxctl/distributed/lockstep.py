@@ -1,0 +1,136 @@
+"""The engine on N ranks: rank 0 leads, the others follow its every step.
+
+Every rank runs the same :class:`~mlxctl.engine.engine.Engine` (scheduler, batch, prefix
+cache, sampling) over its shard of the model. The engine's state changes only through its
+inbox (adds, aborts, cache clears, stop) and through steps, and a step depends only on that
+state, so ranks that apply the same inbox messages before the same steps stay identical:
+same batches, same forward passes (whose ``all_sum``\\ s pair up), same sampled tokens.
+
+Once per loop turn rank 0 takes what arrived in its inbox and broadcasts it (``None`` when
+nothing came, one small reduction); the followers apply what they receive at the same turn.
+Randomness is the one input that is not in the messages, so rank 0 gives every request
+without a seed a random one before sending it. Followers' streams go nowhere: rank 0
+alone answers clients.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import queue
+import secrets
+from typing import Any, Callable, Sequence
+
+from mlxctl.distributed.channel import Channel
+from mlxctl.engine.engine import Engine, EngineConfig
+from mlxctl.engine.request import Request
+from mlxctl.errors import BadInputError
+
+
+class _Nowhere:
+    """A follower's request stream: the events are computed, and dropped."""
+
+    def put(self, event: Any) -> None:
+        pass
+
+
+class _Lockstep(Engine):
+    def __init__(self, load: Callable[[], Any], config: EngineConfig, group: Any):
+        super().__init__(load, config)
+        self.channel = Channel(group)
+        self.ranks = group.size()
+        self._digest = hashlib.blake2b(digest_size=8)  # over every finished request's tokens
+
+    def stats(self) -> dict:
+        return {**super().stats(), "tensor_parallel": {"ranks": self.ranks, "rank": self.channel.rank,
+                                                       "broadcasts": self.channel.messages,
+                                                       "broadcast_bytes": self.channel.bytes,
+                                                       "digest": self._digest.hexdigest()}}
+
+    def _finish(self, req: Request, reason: Any, error: BaseException | None = None) -> None:
+        """Also fold the request's tokens into ``digest``: ranks in step have equal digests, a
+        check that costs nothing while serving (tests compare them across ranks)."""
+        super()._finish(req, reason, error)
+        self._digest.update(f"{req.id}:{reason}:{req.generated}".encode())
+
+
+class LeaderEngine(_Lockstep):
+    """Rank 0: the engine clients submit to; it sends each turn's inbox to the followers."""
+
+    def submit(self, prompt_tokens: list[int], params: Any, *, images: Sequence[Any] = (), **kw: Any) -> Any:
+        if images:
+            raise BadInputError("images are not supported with --tensor-parallel yet")
+        return super().submit(prompt_tokens, params, **kw)
+
+    def _drain_inbox(self, block: bool) -> bool:
+        taken = _take(self._inbox, block)
+        self.channel.broadcast([_wire(kind, payload) for kind, payload in taken] or None)
+        for kind, payload in taken:
+            if kind == "stop":
+                return False
+            self._apply(kind, payload)
+        return True
+
+
+class FollowerEngine(_Lockstep):
+    """Ranks 1..N-1: apply rank 0's messages, step when it steps. Nothing is submitted here."""
+
+    def _drain_inbox(self, block: bool) -> bool:
+        for message in self.channel.broadcast() or ():
+            kind = message[0]
+            if kind == "stop":
+                return False
+            if kind == "add":
+                self._admit(self._request(*message[1:]))
+            elif kind == "abort":
+                self._abort(message[1])
+            elif kind == "clear_prefix_cache":
+                self.prefix.clear(disk=message[1])
+        return True
+
+    def _request(self, rid: str, tokens: list[int], params: Any, max_new: int, salt: str) -> Request:
+        matcher = None
+        if params.constraint is not None:
+            from mlxctl.engine.constraints import compile_constraint
+
+            matcher = compile_constraint(params.constraint, self.model.tokenizer).matcher(self.vocab_size)
+        return Request(rid, tokens, params, _Nowhere(), max_new, constraint=matcher, cache_salt=salt)
+
+    def wait(self) -> None:
+        """Block until rank 0 stops the job (or the engine thread ends otherwise)."""
+        if self._thread is not None:
+            while self._thread.is_alive():
+                self._thread.join(1.0)
+        self._join_thread(10.0)
+
+
+def lockstep_engine(load: Callable[[], Any], config: EngineConfig, group: Any) -> Engine:
+    """The leader on rank 0, a follower elsewhere."""
+    return (LeaderEngine if group.rank() == 0 else FollowerEngine)(load, config, group)
+
+
+def _take(inbox: queue.SimpleQueue, block: bool) -> list[tuple[str, Any]]:
+    """What the inbox holds now (waiting for a first message when ``block``), up to a stop."""
+    taken = []
+    try:
+        message = inbox.get(block=block)
+        while True:
+            taken.append(message)
+            if message[0] == "stop":
+                break
+            message = inbox.get_nowait()
+    except queue.Empty:
+        pass
+    return taken
+
+
+def _wire(kind: str, payload: Any) -> tuple:
+    """An inbox message as the followers need it: plain data, every random choice made."""
+    if kind == "add":
+        req: Request = payload
+        if req.params.seed is None:
+            req.params = dataclasses.replace(req.params, seed=secrets.randbits(63))
+        return ("add", req.id, req.prompt_tokens, req.params, req.max_new_tokens, req.cache_salt)
+    if kind == "clear_prefix_cache":
+        return (kind, payload[1])
+    return (kind, payload)
