@@ -1,16 +1,15 @@
 """Audio in: files or bytes to 16 kHz mono float32 samples, as Whisper takes them.
 
-WAV, FLAC, MP3 and Ogg Vorbis are decoded in-process by miniaudio (resampled and mixed down
-to mono there); anything else (M4A/AAC, Opus, WebM, ...) goes through ``ffmpeg`` when it is on
-the PATH. Audio that neither can read is a :class:`BadInputError` (exit status 4, HTTP 400).
+WAV, FLAC, MP3 and Ogg Vorbis are decoded by miniaudio first (small, fast, and what mlx-audio
+uses); anything else (M4A/AAC, Ogg Opus, WebM, MP4 and MKV audio tracks: whatever FFmpeg reads)
+is decoded by PyAV, FFmpeg's libraries bundled in-process, from a seekable buffer so containers
+whose index is at the end (MP4) work. Both mix channels down by averaging them, then resample.
+Audio that neither can read is a :class:`BadInputError` (exit status 4, HTTP 400) naming why.
 """
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
-import tempfile
+import io
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +17,6 @@ import numpy as np
 from mlxctl.errors import BadInputError
 
 SAMPLE_RATE = 16000
-NATIVE = "WAV, FLAC, MP3 or Ogg Vorbis"
 
 
 def read_audio_file(path: Path) -> np.ndarray:
@@ -41,13 +39,7 @@ def decode_audio(data: bytes, *, name: str = "the audio") -> np.ndarray:
         raise BadInputError(f"{name} is empty")
     samples = _miniaudio(data)
     if samples is None:
-        ffmpeg = shutil.which("ffmpeg")
-        if ffmpeg is None:
-            raise BadInputError(
-                f"cannot decode {name}: it is not {NATIVE} audio",
-                hint="install ffmpeg to read other formats such as M4A, Opus and WebM",
-            )
-        samples = _ffmpeg(ffmpeg, data, name)
+        samples = _pyav(data, name)
     if samples.size == 0:
         raise BadInputError(f"{name} holds no audio samples")
     if not np.isfinite(samples).all():
@@ -66,20 +58,33 @@ def _miniaudio(data: bytes) -> np.ndarray | None:
     return np.frombuffer(decoded.samples, dtype=np.float32).copy()
 
 
-def _ffmpeg(ffmpeg: str, data: bytes, name: str) -> np.ndarray:
-    # a file, not a pipe: containers whose index is at the end (MP4) need to seek
-    fd, tmp = tempfile.mkstemp(prefix="mlxctl-audio-")
+def _pyav(data: bytes, name: str) -> np.ndarray:
+    """The first audio track of anything FFmpeg reads, channels averaged, at SAMPLE_RATE."""
+    import av
+
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        done = subprocess.run(
-            [ffmpeg, "-nostdin", "-hide_banner", "-loglevel", "error", "-i", tmp, "-map", "0:a:0", "-f", "f32le",
-             "-ac", "1", "-ar", str(SAMPLE_RATE), "pipe:1"],
-            capture_output=True, check=False,
-        )
-    finally:
-        Path(tmp).unlink(missing_ok=True)
-    if done.returncode != 0:
-        reason = done.stderr.decode(errors="replace").strip().splitlines()
-        raise BadInputError(f"cannot decode {name}: ffmpeg says: {reason[-1] if reason else 'unknown error'}")
-    return np.frombuffer(done.stdout, dtype="<f4").astype(np.float32)
+        # no protocols: a playlist or concat script must not make FFmpeg open files or URLs
+        with av.open(io.BytesIO(data), mode="r", options={"protocol_whitelist": "none"}) as container:
+            if not container.streams.audio:
+                raise BadInputError(f"cannot decode {name}: it has no audio track "
+                                    f"(FFmpeg reads it as {container.format.long_name or container.format.name})")
+            stream = container.streams.audio[0]
+            # planar float at the target rate, channels kept: averaged below as miniaudio does
+            resampler = av.AudioResampler(format="fltp", rate=SAMPLE_RATE)
+            parts = [_mono(f) for frame in container.decode(stream) for f in resampler.resample(frame)]
+            parts += [_mono(f) for f in resampler.resample(None)]
+    except av.FFmpegError as exc:
+        raise BadInputError(f"cannot decode {name}: it is not audio FFmpeg can read ({_reason(exc)})",
+                            hint="give WAV, FLAC, MP3, Ogg (Vorbis or Opus), M4A/AAC, WebM or another "
+                                 "audio file") from None
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.float32)
+
+
+def _mono(frame: object) -> np.ndarray:
+    planes = frame.to_ndarray()  # type: ignore[attr-defined]  # (channels, samples) float32
+    return planes.mean(axis=0, dtype=np.float32) if planes.shape[0] > 1 else planes[0].astype(np.float32)
+
+
+def _reason(exc: Exception) -> str:
+    text = getattr(exc, "strerror", None) or str(exc)
+    return text.split(": '<", 1)[0].strip() or type(exc).__name__

@@ -11,7 +11,8 @@ instead (the same numbers, many times faster with a fast BLAS). All MLX work hap
 calling thread.
 
 Audio comes out as float32 samples at 24 kHz, mono; :func:`pcm16` and :func:`wav_header` turn
-them into the bytes of ``pcm`` (signed 16-bit little-endian) and ``wav`` output. A WAV header
+them into the bytes of ``pcm`` (signed 16-bit little-endian) and ``wav`` output (mp3, opus, aac
+and flac are :mod:`mlxctl.audio.encode`'s). A WAV header
 written before the length is known carries 0xFFFFFFFF sizes, as streamed WAV does;
 :func:`fix_wav_sizes` puts the real sizes into a file once it is complete.
 """
@@ -28,11 +29,12 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
+from mlxctl.audio.encode import ENCODED
 from mlxctl.audio.phonemes import Chunk, phonemize
 from mlxctl.errors import BadInputError, ModelFormatError
 
 SAMPLE_RATE = 24000
-FORMATS = ("wav", "pcm")
+FORMATS = ("wav", "pcm", *ENCODED)  # the last four encoded by :mod:`encode`
 DEFAULT_VOICE = "jf_alpha"  # the catalog model's first voice; other models: their first voice
 MIN_SPEED, MAX_SPEED = 0.25, 4.0
 UNKNOWN_SIZE = 0xFFFFFFFF
@@ -84,7 +86,7 @@ def check_speed(speed: float) -> float:
 def check_format(fmt: str) -> str:
     value = (fmt or "").strip().lower()
     if value not in FORMATS:
-        raise BadInputError(f"unknown audio format {fmt!r}: use {' or '.join(FORMATS)}")
+        raise BadInputError(f"unknown audio format {fmt!r}: use {', '.join(FORMATS)}")
     return value
 
 

@@ -81,13 +81,18 @@ class WhisperModel:
     def multilingual(self) -> bool:
         return bool(self.model.is_multilingual)
 
-    def transcribe(self, audio: np.ndarray, *, language: str | None = None, prompt: str | None = None,
-                   temperature: float = 0.0, word_timestamps: bool = False) -> Transcription:
-        """Start transcribing ``audio`` (16 kHz mono float32); iterate the result for segments."""
+    def check_language(self, language: str | None) -> str | None:
+        """The language's code, if this model understands it (live input checks before audio comes)."""
         code = language_code(language)
         if code is not None and code != "en" and not self.multilingual:
             raise BadInputError(f"{self.name} understands English only, not {language_name(code).title()}",
                                 hint="use a multilingual model such as whisper-base")
+        return code
+
+    def transcribe(self, audio: np.ndarray, *, language: str | None = None, prompt: str | None = None,
+                   temperature: float = 0.0, word_timestamps: bool = False) -> Transcription:
+        """Start transcribing ``audio`` (16 kHz mono float32); iterate the result for segments."""
+        code = self.check_language(language)
         if not 0.0 <= temperature <= 1.0:
             raise BadInputError(f"temperature must be between 0 and 1, got {temperature}")
         temperatures = TEMPERATURES if temperature == 0.0 else (float(temperature),)

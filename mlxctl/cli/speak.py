@@ -1,4 +1,5 @@
-"""`mlxctl speak`: text (arguments or stdin) to speech, as WAV or raw PCM, a sentence at a time."""
+"""`mlxctl speak`: text (arguments or stdin) to speech, as WAV, raw PCM, MP3, Opus, AAC or FLAC,
+a sentence at a time."""
 
 from __future__ import annotations
 
@@ -30,8 +31,8 @@ OutputOpt = Annotated[Path | None, typer.Option(
     help="Write the audio to PATH (default: stdout, unless --play).")]
 FormatOpt = Annotated[str | None, typer.Option(
     "--format", "-f", metavar="FORMAT", show_default=False,
-    help="wav (streaming header) or pcm (raw signed 16-bit little-endian, 24 kHz mono); "
-    "default: pcm for a .pcm or .raw PATH, else wav.")]
+    help="wav (streaming header), pcm (raw signed 16-bit little-endian, 24 kHz mono), mp3, opus (Ogg), "
+    "aac (ADTS) or flac; default: from PATH's suffix, else wav.")]
 PlayFlag = Annotated[bool, typer.Option(
     "--play", help="Play the audio as it is made (aplay or ffplay; afplay once done).")]
 ListFlag = Annotated[bool, typer.Option(
@@ -53,15 +54,16 @@ def speak(
 
     Text becomes phonemes with espeak-ng (it must be installed), then audio a sentence at a
     time: each is written (or played) as soon as it is ready. Audio goes to stdout unless -o
-    or --play is given; it is 24 kHz mono, 16-bit.
+    or --play is given; it is 24 kHz mono (16-bit wav or pcm; mp3, opus, aac or flac encoded
+    in-process).
     """
     ensure_fast_blas()  # before stdin is read: it may re-execute this process
     from mlxctl.audio.models import resolve_tts
     from mlxctl.audio.phonemes import find_espeak
-    from mlxctl.audio.speak import check_format, check_speed, check_voice, voice_files
+    from mlxctl.audio.speak import check_speed, check_voice, voice_files
 
     out = output_for(ctx)
-    fmt = check_format(format_ if format_ is not None else _format_of(output))
+    fmt = _format_of(format_, output)
     check_speed(speed)
     if list_voices:
         return _list_voices(out, resolve_tts(model, progress=out.message))
@@ -78,8 +80,26 @@ def speak(
     _write(out, speech, fmt, output, sink, player)
 
 
-def _format_of(output: Path | None) -> str:
-    return "pcm" if output is not None and output.suffix.lower() in (".pcm", ".raw") else "wav"
+SUFFIXES = {".wav": "wav", ".pcm": "pcm", ".raw": "pcm"}  # and encode.SUFFIXES
+
+
+def _format_of(format_: str | None, output: Path | None) -> str:
+    """--format, else what -o's suffix says (wav without either); when both are given they must agree."""
+    from mlxctl.audio.encode import SUFFIXES as ENCODED_SUFFIXES
+    from mlxctl.audio.speak import FORMATS, check_format
+
+    fmt = check_format(format_) if format_ is not None else None
+    if output is None or not output.suffix:
+        return fmt or "wav"
+    implied = {**SUFFIXES, **ENCODED_SUFFIXES}.get(output.suffix.lower())
+    if implied is None and fmt is None:
+        raise BadInputError(f"cannot tell the audio format from the name {output.name!r}",
+                            hint=f"name it .wav, .mp3, .opus, .ogg, .aac or .flac, or give --format "
+                                 f"({', '.join(FORMATS)})")
+    if implied is not None and fmt is not None and fmt != implied:
+        raise BadInputError(f"--format {fmt} does not match the name {output.name!r} ({implied})",
+                            hint=f"drop --format, or name the file {output.stem}.{fmt}")
+    return fmt or implied  # type: ignore[return-value]  # one of them is set here
 
 
 def _list_voices(out: Output, folder: Any) -> None:
@@ -176,7 +196,9 @@ class _Playback:
 
 
 def _write(out: Output, speech: Any, fmt: str, output: Path | None, sink: BinaryIO | None, player: Any) -> None:
-    """Audio to the file, stdout and/or player, each chunk as soon as it is synthesised."""
+    """Audio to the file, stdout and/or player, each chunk as soon as it is synthesised (and, for
+    mp3, opus, aac and flac, encoded); the player always gets WAV."""
+    from mlxctl.audio.encode import ENCODED, Encoder
     from mlxctl.audio.speak import fix_wav_sizes, pcm16, wav_header
 
     file = None
@@ -187,6 +209,7 @@ def _write(out: Output, speech: Any, fmt: str, output: Path | None, sink: Binary
             raise BadInputError(f"cannot write {output}: {exc.strerror or exc}") from None
         sink = file
     playback = _Playback(player, speech.sample_rate) if player is not None else None
+    encoder = Encoder(fmt, speech.sample_rate) if sink is not None and fmt in ENCODED else None
     ok = False
     try:
         if sink is not None and fmt == "wav":
@@ -194,12 +217,17 @@ def _write(out: Output, speech: Any, fmt: str, output: Path | None, sink: Binary
         for samples in speech:
             data = pcm16(samples)
             if sink is not None:
-                sink.write(data)
+                sink.write(encoder.encode(samples) if encoder is not None else data)
                 sink.flush()
             if playback is not None:
                 playback.write(data)
+        if encoder is not None and sink is not None:
+            sink.write(encoder.finish())
+            sink.flush()
         ok = True
     finally:
+        if encoder is not None:
+            encoder.close()
         if file is not None:
             if fmt == "wav":
                 fix_wav_sizes(file)

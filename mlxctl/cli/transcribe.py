@@ -1,4 +1,9 @@
-"""`mlxctl transcribe`: speech in an audio file (or stdin) to text, SRT, WebVTT or JSON."""
+"""`mlxctl transcribe`: speech in an audio file (or stdin) to text, SRT, WebVTT or JSON.
+
+With ``--live`` the audio is read as it arrives (a recorder piping raw PCM or a WAV stream) and
+each window is transcribed as soon as it is full (``mlxctl.audio.live``), so text appears while
+the recording goes on.
+"""
 
 from __future__ import annotations
 
@@ -15,7 +20,7 @@ FORMATS = ("text", "srt", "vtt", "json")
 
 AudioArg = Annotated[str | None, typer.Argument(
     metavar="AUDIO", show_default=False,
-    help="Audio file (WAV, FLAC, MP3, Ogg Vorbis; other formats need ffmpeg); '-' or omitted: stdin.")]
+    help="Audio file (WAV, FLAC, MP3, Ogg Vorbis; anything else FFmpeg reads goes through PyAV); '-' or omitted: stdin.")]
 ModelOpt = Annotated[str | None, typer.Option(
     "--model", "-m", metavar="MODEL", show_default=False,
     help="Catalog name (default: whisper-tiny-en; whisper-base is multilingual), store name, "
@@ -33,6 +38,20 @@ TemperatureOpt = Annotated[float, typer.Option(
     help="0: greedy, retried hotter when a window decodes badly; above 0: sample at T.")]
 JsonFlag = Annotated[bool, typer.Option(
     "--json", help="Same as --format json: one JSON document with the segments' start and end.")]
+LiveFlag = Annotated[bool, typer.Option(
+    "--live", help="Read the audio as it arrives (a WAV stream, or raw PCM with --raw-pcm) and print "
+    "each window's segments while more is coming.")]
+RawPcmFlag = Annotated[bool, typer.Option(
+    "--raw-pcm", help="The input is raw signed 16-bit little-endian samples (implies --live).")]
+SampleRateOpt = Annotated[int | None, typer.Option(
+    "--sample-rate", metavar="HZ", min=8000, max=48000, show_default=False,
+    help="Sample rate of --raw-pcm input (default 16000).")]
+ChannelsOpt = Annotated[int | None, typer.Option(
+    "--channels", metavar="N", min=1, max=8, show_default=False,
+    help="Interleaved channels of --raw-pcm input, mixed down (default 1).")]
+ChunkOpt = Annotated[float, typer.Option(
+    "--chunk-s", metavar="SECONDS", min=1.0, max=30.0,
+    help="With --live: window length; each is cut at a quiet point near its end and transcribed when full.")]
 
 
 def transcribe(
@@ -44,11 +63,17 @@ def transcribe(
     prompt: PromptOpt = None,
     temperature: TemperatureOpt = 0.0,
     json_: JsonFlag = False,
+    live: LiveFlag = False,
+    raw_pcm: RawPcmFlag = False,
+    sample_rate: SampleRateOpt = None,
+    channels: ChannelsOpt = None,
+    chunk_s: ChunkOpt = 10.0,
 ) -> None:
     """Transcribe the speech in AUDIO.
 
     Segments are printed as each 30-second window is decoded (text, srt and vtt); json prints
-    one document at the end. The model runs in float32 on the CPU.
+    one document at the end. The model runs in float32 on the CPU. With --live, audio is
+    transcribed while it arrives: arecord -f S16_LE -r 16000 -c 1 | mlxctl transcribe --live -
     """
     ensure_fast_blas()  # before stdin is read: it may re-execute this process
     fmt = format_.strip().lower()
@@ -61,14 +86,52 @@ def transcribe(
     from mlxctl.audio.transcribe import language_code
 
     language_code(language)  # an unknown language fails before any work
-    samples = _read_audio(audio, out)
+    live = live or raw_pcm
+    if not raw_pcm and (sample_rate or channels):
+        raise BadInputError("--sample-rate and --channels describe --raw-pcm input",
+                            hint="a WAV stream's header gives them")
+    if live:
+        from mlxctl.audio.pcm_stream import PcmStream
+
+        stream = PcmStream("pcm" if raw_pcm else "wav", sample_rate or 16000, channels or 1)
+    else:
+        samples = _read_audio(audio, out)
     from mlxctl.audio.models import resolve_stt
     from mlxctl.audio.transcribe import load_whisper
 
     folder = resolve_stt(model, progress=out.message)
     whisper = load_whisper(folder.path, folder.name)
-    run = whisper.transcribe(samples, language=language, prompt=prompt, temperature=temperature)
+    if live:
+        run = _live_run(whisper, stream, audio, out, language=language, prompt=prompt,
+                        temperature=temperature, chunk_s=chunk_s)
+    else:
+        run = whisper.transcribe(samples, language=language, prompt=prompt, temperature=temperature)
     _print(out, fmt, run, whisper.name)
+
+
+def _live_run(whisper, stream, audio: str | None, out: Output, *, chunk_s: float, **options):
+    """A LiveRun over stdin (or a file) read a piece at a time, as the bytes arrive."""
+    from pathlib import Path
+
+    from mlxctl.audio.live import LiveInput, LiveRun, LiveTranscript
+
+    code = whisper.check_language(options.pop("language"))
+    if audio is not None and audio != "-":
+        try:
+            source = Path(audio).expanduser().open("rb")
+        except OSError as exc:
+            raise BadInputError(f"cannot read {audio}: {exc.strerror or exc}") from None
+    elif audio is None and out.stdin_is_tty:
+        raise BadInputError("no audio given", hint="pipe a recording on stdin, e.g. arecord -f S16_LE -r 16000 | ...")
+    else:
+        source = getattr(out.stdin, "buffer", out.stdin)
+    read = getattr(source, "read1", source.read)
+
+    def chunk() -> bytes:
+        data = read(1 << 14)
+        return data.encode("latin-1", errors="replace") if isinstance(data, str) else data
+
+    return LiveRun(whisper, chunk, LiveInput(stream, chunk_s), LiveTranscript(code, **options))
 
 
 def _read_audio(audio: str | None, out: Output):

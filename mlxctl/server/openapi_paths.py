@@ -20,6 +20,8 @@ SUMMARIES = {
     "/openapi.json": "This document.",
     "/v1/embeddings": "OpenAI embeddings from the model serve --embedding-model names (float or base64).",
     "/v1/rerank": "Documents ordered by cosine similarity to the query (bi-encoder reranking).",
+    "/v1/audio/transcriptions/stream": "Live transcription: POST a chunked PCM/WAV body (server-sent events "
+                                       "back), or GET a WebSocket (binary audio in, JSON events out).",
 }
 ERROR = {"description": "An error in the protocol's shape", "content": {JSON: {"schema": OBJECT}}}
 TEXT_RESPONSES = {"/metrics": "text/plain"}

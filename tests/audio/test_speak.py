@@ -92,14 +92,15 @@ def test_voice_speed_and_format_checks():
     for bad in (0.1, 5, "fast"):
         with pytest.raises(BadInputError):
             speak.check_speed(bad)
-    with pytest.raises(BadInputError, match="use wav or pcm"):
-        speak.check_format("mp3")
+    with pytest.raises(BadInputError, match="use wav, pcm, mp3, opus, aac, flac"):
+        speak.check_format("wma")
+    assert speak.check_format(" MP3 ") == "mp3"
     assert speak.voice_info("jm_kumo") == {"id": "jm_kumo", "name": "jm_kumo", "language": "ja", "gender": "male"}
     assert speak.voice_info("custom")["gender"] is None
 
 
 @pytest.mark.parametrize("args, status, message", [
-    (["speak", "--format", "mp3", "hi"], ExitStatus.BAD_INPUT, "unknown audio format"),
+    (["speak", "--format", "wma", "hi"], ExitStatus.BAD_INPUT, "unknown audio format"),
     (["speak"], ExitStatus.BAD_INPUT, "there is no text to speak"),
     (["speak", "-", "-o", "x.wav"], ExitStatus.BAD_INPUT, "there is no text to speak"),
     (["speak", "--speed", "9", "hi"], ExitStatus.USAGE, "--speed"),

@@ -3,12 +3,13 @@ mlx-audio Kokoro.
 
 The body is OpenAI's: ``input`` (at most MAX_INPUT_CHARS characters), ``voice`` (a name from
 /v1/audio/voices, or {"id": name}; default: jf_alpha or the first), ``model`` (the served name or
-OpenAI's ids, which mean it too), ``response_format`` (wav or pcm; mp3, opus, aac and flac only
-where ffmpeg is installed to encode them, else a 400; default wav), ``speed`` (0.25 to 4) and
-``stream_format``: ``audio`` sends the audio as a chunked body, a sentence at a time (a WAV
-header with 0xFFFFFFFF sizes first), ``sse`` sends ``speech.audio.delta`` events with base64
-chunks, then ``speech.audio.done``. Audio is 24 kHz mono, 16-bit. The body starts once the
-first sentence is synthesised, so failures before that are ordinary error responses.
+OpenAI's ids, which mean it too), ``response_format`` (wav, pcm, or mp3, opus, aac, flac encoded
+in-process by PyAV; default wav), ``speed`` (0.25 to 4) and ``stream_format``: ``audio`` sends
+the audio as a chunked body, a sentence at a time (a WAV header with 0xFFFFFFFF sizes first;
+each sentence of a compressed format encoded as it is ready), ``sse`` sends
+``speech.audio.delta`` events with base64 chunks of the same bytes, then ``speech.audio.done``.
+Audio is 24 kHz mono (Opus 48 kHz), 16-bit for wav and pcm. The body starts once the first
+sentence is synthesised, so failures before that are ordinary error responses.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 
 from aiohttp import web
 
+from mlxctl.audio.encode import ENCODED
 from mlxctl.errors import MlxctlError
 from mlxctl.server.errors import ApiError
 from mlxctl.server.keys import SETTINGS
@@ -34,8 +36,6 @@ TTS = web.AppKey("tts", Any)  # TtsService
 TTS_OPENAI_IDS = ("tts-1", "tts-1-hd", "gpt-4o-mini-tts")  # clients hard-code these
 SPEECH_FIELDS = {"model", "input", "voice", "instructions", "response_format", "speed", "stream_format"}
 SPEECH_MEDIA = {"wav": "audio/wav", "pcm": "audio/pcm"}
-ENCODED = {"mp3": ("audio/mpeg", ["-f", "mp3"]), "opus": ("audio/ogg", ["-c:a", "libopus", "-f", "ogg"]),
-           "aac": ("audio/aac", ["-c:a", "aac", "-f", "adts"]), "flac": ("audio/flac", ["-f", "flac"])}
 STREAM_FORMATS = ("audio", "sse")
 MAX_INPUT_CHARS = 4096  # OpenAI's limit too
 
@@ -109,9 +109,6 @@ async def read_speech(request: web.Request) -> SpeechRequest:
     if fmt not in SPEECH_MEDIA and fmt not in ENCODED:
         raise ApiError(400, f"invalid field 'response_format': {fmt!r} is not one of "
                             f"{', '.join([*SPEECH_MEDIA, *ENCODED])}", param="response_format")
-    if fmt in ENCODED and _ffmpeg() is None:
-        raise ApiError(400, f"invalid field 'response_format': {fmt} needs ffmpeg to encode it, which this "
-                            "server does not have; use wav or pcm", param="response_format")
     body.response_format = fmt
     speed = data.get("speed", 1.0)
     if speed is None:
@@ -145,12 +142,6 @@ def _voice_field(value: Any) -> str | None:
     if not isinstance(value, str):
         raise ApiError(400, "invalid field 'voice': give a voice name or {\"id\": name}", param="voice")
     return value.strip() or None
-
-
-def _ffmpeg() -> str | None:
-    import shutil
-
-    return shutil.which("ffmpeg")
 
 
 def check_tts_model(service: TtsService, name: str | None) -> None:
@@ -201,17 +192,28 @@ class _Speaking:
         self.deadline = self.loop.time() + request.app[SETTINGS].request_timeout_s
 
     def _produce(self, _model: Any) -> None:
+        """On the model's thread: each chunk synthesised, turned into the response's bytes, queued
+        (encoding a sentence takes milliseconds beside the seconds its synthesis takes)."""
+        from mlxctl.audio.encode import Encoder
         from mlxctl.audio.speak import pcm16
 
         put = partial(self.loop.call_soon_threadsafe, self.queue.put_nowait)
+        encoder = None
         try:
+            if self.body.response_format in ENCODED:
+                encoder = Encoder(self.body.response_format, self.run.sample_rate)
             for samples in self.run:
-                put(("audio", pcm16(samples)))
+                put(("audio", encoder.encode(samples) if encoder is not None else pcm16(samples)))
                 if self.cancel.is_set():
                     return
+            if encoder is not None:
+                put(("audio", encoder.finish()))
         except Exception as exc:  # noqa: BLE001 (sent to the client)
             put(("error", exc))
             return
+        finally:
+            if encoder is not None:
+                encoder.close()
         put(("done", None))
 
     async def _next(self) -> tuple[str, Any]:
@@ -228,8 +230,6 @@ class _Speaking:
             first = await self._next()
             if first[0] != "audio":
                 raise _failure(*first)
-            if self.body.response_format in ENCODED:
-                return await self._encoded(first[1])
             if self.body.stream_format == "sse":
                 return await self._sse(first[1])
             return await self._audio(first[1])
@@ -242,15 +242,19 @@ class _Speaking:
         return wav_header(self.run.sample_rate) if self.body.response_format == "wav" else b""
 
     async def _audio(self, first: bytes) -> web.StreamResponse:
-        resp = web.StreamResponse(headers={"Content-Type": SPEECH_MEDIA[self.body.response_format]})
+        fmt = self.body.response_format
+        media = ENCODED[fmt].media_type if fmt in ENCODED else SPEECH_MEDIA[fmt]
+        resp = web.StreamResponse(headers={"Content-Type": media})
         resp.enable_chunked_encoding()
         await resp.prepare(self.request)
         try:
-            await resp.write(self._header() + first)
+            data = self._header() + first
             while True:
+                if data:  # an encoder may still hold a short chunk: nothing to send yet
+                    await resp.write(data)
                 kind, value = await self._next()
                 if kind == "audio":
-                    await resp.write(value)
+                    data = value
                     continue
                 if kind != "done":
                     log.error("tts: speech failed after it began: %s", getattr(value, "message", value))
@@ -267,10 +271,10 @@ class _Speaking:
         from mlxctl.server.sse import open_sse, send
 
         resp = await open_sse(self.request)
-        data: bytes | None = self._header() + first
+        data = self._header() + first
         try:
             while True:
-                if data is not None:
+                if data:
                     await self._delta(resp, data)
                 kind, value = await self._next()
                 if kind == "audio":
@@ -296,30 +300,6 @@ class _Speaking:
         await send(resp, {"type": "speech.audio.delta", "audio": base64.b64encode(data).decode("ascii")},
                    event="speech.audio.delta")
 
-    async def _encoded(self, first: bytes) -> web.StreamResponse:
-        """mp3, opus, aac, flac: the whole speech encoded by ffmpeg once it is done."""
-        pcm = [first]
-        while True:
-            kind, value = await self._next()
-            if kind == "done":
-                break
-            if kind != "audio":
-                raise _failure(kind, value)
-            pcm.append(value)
-        media, args = ENCODED[self.body.response_format]
-        data = await asyncio.to_thread(_encode, b"".join(pcm), self.run.sample_rate, args)
-        if self.body.stream_format != "sse":
-            return web.Response(body=data, content_type=media)
-        from mlxctl.server.sse import open_sse, send
-
-        resp = await open_sse(self.request)
-        try:
-            await self._delta(resp, data)
-            await send(resp, {"type": "speech.audio.done", "usage": self._usage()}, event="speech.audio.done")
-        except ConnectionError:
-            pass
-        return resp
-
     def _usage(self) -> dict:
         tokens = int(self.run.phonemes)
         return {"input_tokens": tokens, "output_tokens": 0, "total_tokens": tokens}
@@ -334,19 +314,3 @@ def _failure(kind: str, value: Any) -> ApiError:
         return ApiError.from_mlxctl(value)
     log.error("tts: speech failed: %s: %s", type(value).__name__, value)
     return ApiError(500, f"speech failed: {type(value).__name__}: {value}")
-
-
-def _encode(pcm: bytes, sample_rate: int, args: list[str]) -> bytes:
-    """16-bit PCM encoded by ffmpeg (mp3, opus, aac or flac)."""
-    import subprocess
-
-    ffmpeg = _ffmpeg()
-    if ffmpeg is None:
-        raise ApiError(500, "ffmpeg went away: cannot encode the audio")
-    done = subprocess.run([ffmpeg, "-nostdin", "-hide_banner", "-loglevel", "error", "-f", "s16le", "-ar",
-                           str(sample_rate), "-ac", "1", "-i", "pipe:0", *args, "pipe:1"],
-                          input=pcm, capture_output=True, check=False)
-    if done.returncode != 0 or not done.stdout:
-        reason = done.stderr.decode(errors="replace").strip().splitlines()
-        raise ApiError(500, f"ffmpeg could not encode the audio: {reason[-1] if reason else 'no output'}")
-    return done.stdout
