@@ -21,6 +21,8 @@ from pydantic import (
     model_validator,
 )
 
+from mlxctl.vision.sampling import MAX_FPS, MAX_FRAMES, VideoSampling
+
 MAX_CHOICES = 64
 TokenId = Annotated[int, Field(ge=0)]
 
@@ -53,8 +55,42 @@ class ImagePart(_Body):
     image_url: ImageURL
 
 
-ContentPart = Annotated[TextPart | ImagePart, Field(discriminator="type")]
-_PART_TYPES = ("text", "image_url")
+Fps = Annotated[float, Field(gt=0, le=MAX_FPS)]
+MaxFrames = Annotated[int, Field(ge=1, le=MAX_FRAMES)]
+
+
+class VideoURL(_Body):
+    """A video (docs/vision.md): sampled at ``fps`` frames a second, at most ``max_frames``
+    frames; unset, the request's ``fps`` / ``max_frames`` (or ``mm_processor_kwargs``) apply."""
+
+    url: str = Field(min_length=1)  # data:video/mp4;base64,..., http(s)://... or file://...
+    fps: Fps | None = None
+    max_frames: MaxFrames | None = None
+
+
+class VideoPart(_Body):
+    type: Literal["video_url"]
+    video_url: VideoURL
+
+
+class MediaKwargs(_Body):
+    """vLLM's ``mm_processor_kwargs``, the frame sampling keys only."""
+
+    fps: Fps | None = None
+    max_frames: MaxFrames | None = None
+
+
+ContentPart = Annotated[TextPart | ImagePart | VideoPart, Field(discriminator="type")]
+_PART_TYPES = ("text", "image_url", "video_url")
+
+
+def _check_part_sampling(video: Any, prefix: str) -> None:
+    """A part's fps / max_frames, checked up front so the 400 names the part (the errors of the
+    content's str | list union would name the wrong branch)."""
+    if isinstance(video, dict) and (video.get("fps") is not None or video.get("max_frames") is not None):
+        default = VideoSampling()
+        fps, frames = video.get("fps"), video.get("max_frames")
+        VideoSampling(default.fps if fps is None else fps, default.max_frames if frames is None else frames).check(prefix)
 
 
 class CalledFunction(_Body):
@@ -97,10 +133,12 @@ class ChatMessage(_Body):
     @field_validator("content", mode="before")
     @classmethod
     def _known_part_types(cls, value: Any) -> Any:
-        for part in value if isinstance(value, list) else ():
+        for j, part in enumerate(value if isinstance(value, list) else ()):
             kind = part.get("type") if isinstance(part, dict) else None
             if kind not in _PART_TYPES:
-                raise ValueError(f"content parts of type {kind!r} are not supported: text and image_url only")
+                raise ValueError(f"content parts of type {kind!r} are not supported: text, image_url and video_url only")
+            if kind == "video_url":
+                _check_part_sampling(part.get("video_url"), f"content.{j}.video_url.")
         return value
 
     @field_validator("refusal", "function_call", "audio", "annotations")
@@ -122,8 +160,9 @@ class ChatMessage(_Body):
             raise ValueError("tool_call_id is only allowed on tool messages")
         if self.role != "assistant" and (self.reasoning_content or self.reasoning):
             raise ValueError("reasoning_content / reasoning are only allowed on assistant messages")
-        if self.role != "user" and isinstance(self.content, list) and any(isinstance(p, ImagePart) for p in self.content):
-            raise ValueError("image_url parts are only allowed in user messages")
+        if self.role != "user" and isinstance(self.content, list) \
+                and any(isinstance(p, (ImagePart, VideoPart)) for p in self.content):
+            raise ValueError("image_url and video_url parts are only allowed in user messages")
         return self
 
 
@@ -197,6 +236,18 @@ class ChatCompletionRequest(SamplingFields):
     thinking_budget: int | None = Field(None, ge=0)  # extension: thinking tokens before it is closed
     mcp: bool | None = None  # extension: run the tools of `serve --mcp-config` servers (docs/mcp.md)
     modalities: list[str] | None = None
+    # video frame sampling (extensions; a part's own video_url.fps / max_frames come first)
+    fps: Fps | None = None
+    max_frames: MaxFrames | None = None
+    mm_processor_kwargs: MediaKwargs | None = None  # vLLM's spelling of the same two
+
+    @model_validator(mode="after")
+    def _sampling_said_once(self) -> ChatCompletionRequest:
+        extra = self.mm_processor_kwargs
+        for name in ("fps", "max_frames"):
+            if extra is not None and getattr(self, name) is not None and getattr(extra, name) is not None:
+                raise ValueError(f"give {name} or mm_processor_kwargs.{name}, not both")
+        return self
 
     @field_validator("modalities")
     @classmethod

@@ -6,23 +6,18 @@ seed, choice ``c`` samples with ``seed + c``, so choices differ but the whole re
 
 Image parts (vision models) are rendered into the message text as the model's image placeholder
 (one per image, where the part stands); the images themselves travel with the job, in the same
-order, and the engine expands each placeholder to the image's feature positions.
+order, and the engine expands each placeholder to the image's feature positions. A video part
+stands for its sampled frames: one labelled placeholder per frame ("Frame at 1 s: <image>"),
+each frame an image of the job.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from mlxctl.api.openai_models import (
-    ChatCompletionRequest,
-    ChatMessage,
-    CompletionRequest,
-    ImagePart,
-    SamplingFields,
-)
 from mlxctl.api.chat_plan import (
     ChatPlan,
     ModelFormats,
@@ -35,12 +30,23 @@ from mlxctl.api.chat_plan import (
     with_plan,
 )
 from mlxctl.api.chat_split import arguments_object
+from mlxctl.api.openai_models import (
+    ChatCompletionRequest,
+    ChatMessage,
+    CompletionRequest,
+    ImagePart,
+    SamplingFields,
+    TextPart,
+    VideoPart,
+)
 from mlxctl.api.prompt import encode_text
 from mlxctl.engine.kv.media import cache_salt
 from mlxctl.engine.sampling import SamplingParams
 from mlxctl.errors import BadInputError
 from mlxctl.vision import NO_IMAGES
-from mlxctl.vision.fetch import ImageRef
+from mlxctl.vision.fetch import ImageRef, VideoSource
+from mlxctl.vision.sampling import VideoSampling
+from mlxctl.vision.video import VideoInput, video_prompt
 
 
 @dataclass(frozen=True)
@@ -58,23 +64,50 @@ class Job:
 
 def chat_jobs(body: ChatCompletionRequest, tokenizer: Any, formats: ModelFormats | None = None, *,
               images: Sequence[Any] = (), image_token: str | None = None) -> tuple[list[Job], ChatPlan]:
-    """``images``: the request's images (see ``chat_image_refs``), loaded; ``image_token``: the
-    model's image placeholder text (None: a text-only model, which refuses image parts)."""
+    """``images``: the request's images and videos (see ``chat_media_refs``), loaded;
+    ``image_token``: the model's image placeholder text (None: a text-only model, which refuses
+    image and video parts)."""
     formats = formats or ModelFormats()
     plan = chat_plan(body, formats)
-    messages = [template_message(m, image_token) for m in body.messages]
+    videos = iter([m for m in images if isinstance(m, VideoInput)])
+    messages = [template_message(m, image_token, videos) for m in body.messages]
     jobs, opens = render_plan(tokenizer, plan, formats, messages)
     params = with_plan(chat_params(body), plan, opens)
     salt = cache_salt(salt=body.cache_salt)
-    return [dataclasses.replace(j, reasoning_open=opens, cache_salt=salt, images=tuple(images))
+    return [dataclasses.replace(j, reasoning_open=opens, cache_salt=salt, images=image_inputs(images))
             for j in fan_out([(jobs, "")], params, body.n)], plan
 
 
-def chat_image_refs(body: ChatCompletionRequest) -> list[ImageRef]:
-    """The request's image parts in prompt order, each with the field it came from."""
-    return [ImageRef(f"messages.{i}.content.{j}.image_url.url", url=part.image_url.url)
+def image_inputs(media: Sequence[Any]) -> tuple:
+    """One image per placeholder, in order: an image as itself, a video as its frames."""
+    return tuple(frame for m in media for frame in (m.frames if isinstance(m, VideoInput) else (m,)))
+
+
+def chat_media_refs(body: ChatCompletionRequest) -> list[ImageRef | VideoSource]:
+    """The request's image and video parts in prompt order, each with the field it came from."""
+    return [_media_ref(part, f"messages.{i}.content.{j}", body)
             for i, message in enumerate(body.messages) if isinstance(message.content, list)
-            for j, part in enumerate(message.content) if isinstance(part, ImagePart)]
+            for j, part in enumerate(message.content) if isinstance(part, (ImagePart, VideoPart))]
+
+
+def _media_ref(part: ImagePart | VideoPart, where: str, body: ChatCompletionRequest) -> ImageRef | VideoSource:
+    if isinstance(part, ImagePart):
+        return ImageRef(f"{where}.image_url.url", url=part.image_url.url)
+    return VideoSource(f"{where}.video_url.url", part.video_url.url, video_sampling(part, body))
+
+
+def video_sampling(part: VideoPart, body: ChatCompletionRequest) -> VideoSampling:
+    """The part's own fps / max_frames, else the request's, else mm_processor_kwargs', else the
+    defaults (vision/sampling.py)."""
+    extra, default = body.mm_processor_kwargs, VideoSampling()
+
+    def pick(name: str) -> Any:
+        for value in (getattr(part.video_url, name), getattr(body, name), getattr(extra, name, None)):
+            if value is not None:
+                return value
+        return getattr(default, name)
+
+    return VideoSampling(pick("fps"), pick("max_frames"))
 
 
 def chat_plan(body: ChatCompletionRequest, formats: ModelFormats) -> ChatPlan:
@@ -107,11 +140,13 @@ def choice_params(params: SamplingParams, choice: int) -> SamplingParams:
     return params if params.seed is None else dataclasses.replace(params, seed=params.seed + choice)
 
 
-def template_message(message: ChatMessage, image_token: str | None = None) -> dict[str, Any]:
+def template_message(message: ChatMessage, image_token: str | None = None,
+                     videos: Iterator[VideoInput] | None = None) -> dict[str, Any]:
     """A message as chat templates expect it (developer -> system, text parts joined, image parts
-    as ``image_token``, a call's arguments as an object, as Hugging Face templates read them)."""
+    as ``image_token``, video parts as their frames (the next of ``videos``), a call's arguments
+    as an object, as Hugging Face templates read them)."""
     out: dict[str, Any] = {"role": "system" if message.role == "developer" else message.role,
-                           "content": message_text(message.content, image_token)}
+                           "content": message_text(message.content, image_token, videos)}
     if message.name:
         out["name"] = message.name
     if message.tool_calls:
@@ -126,12 +161,23 @@ def template_message(message: ChatMessage, image_token: str | None = None) -> di
     return out
 
 
-def message_text(content: Any, image_token: str | None = None) -> str:
+def message_text(content: Any, image_token: str | None = None, videos: Iterator[VideoInput] | None = None) -> str:
     if content is None or isinstance(content, str):
         return content or ""
-    if image_token is None and any(isinstance(part, ImagePart) for part in content):
+    if image_token is None and not all(isinstance(part, TextPart) for part in content):
         raise BadInputError(NO_IMAGES)
-    return "\n".join(image_token if isinstance(part, ImagePart) else part.text for part in content)
+    return "\n".join(_part_text(part, image_token, videos) for part in content)
+
+
+def _part_text(part: Any, image_token: str | None, videos: Iterator[VideoInput] | None) -> str:
+    if isinstance(part, TextPart):
+        return part.text
+    if isinstance(part, ImagePart):
+        return image_token
+    video = next(videos, None) if videos is not None else None
+    if video is None:
+        raise BadInputError("a video_url part came without its decoded video")
+    return video_prompt(video, image_token)
 
 
 def prompt_list(prompt: Any) -> list[str | list[int]]:

@@ -44,7 +44,17 @@ class OutputText(_Strict):
     logprobs: list[Any] | None = None
 
 
-ContentPart = Annotated[InputText | OutputText, Field(discriminator="type")]
+class InputImage(_Strict):
+    """An image for a vision model (docs/vision.md): ``image_url`` is a URL or a data URL, as in
+    chat. ``file_id`` needs a Files API mlxctl does not have."""
+
+    type: Literal["input_image"]
+    image_url: str = Field(min_length=1)  # checked in _check_images, with file_id
+    file_id: None = None
+    detail: Literal["auto", "low", "high"] | None = None  # advisory: the model's processor decides the size
+
+
+ContentPart = Annotated[InputText | OutputText | InputImage, Field(discriminator="type")]
 
 
 class MessageItem(_Strict):
@@ -59,7 +69,7 @@ class MessageItem(_Strict):
     @field_validator("content", mode="before")
     @classmethod
     def _known_parts(cls, value: Any) -> Any:
-        return _refuse_unknown_types(value, ("input_text", "output_text"), "content parts")
+        return _refuse_unknown_types(value, ("input_text", "output_text", "input_image"), "content parts")
 
 
 class FunctionCallItem(_Strict):
@@ -113,6 +123,23 @@ class Reasoning(_Strict):
     generate_summary: str | None = None  # advisory (older name)
 
 
+def _check_images(items: Any) -> None:
+    """input_image parts, checked up front so the 400 names the part (a union's errors would
+    name the wrong branch)."""
+    for i, item in enumerate(items if isinstance(items, list) else ()):
+        content = item.get("content") if isinstance(item, dict) else None
+        for j, part in enumerate(content if isinstance(content, list) else ()):
+            if not (isinstance(part, dict) and part.get("type") == "input_image"):
+                continue
+            where = f"input.{i}.content.{j}"
+            if part.get("file_id") is not None:
+                raise ValueError(f"{where}.file_id is not supported (mlxctl has no Files API): send image_url")
+            if not isinstance(part.get("image_url"), str) or not part["image_url"]:
+                raise ValueError(f"{where}: an input_image needs image_url (a URL or a data URL)")
+            if item.get("role") != "user":
+                raise ValueError(f"{where}: input_image parts are only allowed in user messages")
+
+
 class ResponsesRequest(_Strict):
     model: str
     input: str | list[InputItem]
@@ -151,6 +178,7 @@ class ResponsesRequest(_Strict):
         for item in value if isinstance(value, list) else ():
             if isinstance(item, dict) and "type" not in item:
                 item["type"] = "message"  # an easy input message: role and content only
+        _check_images(value)
         return _refuse_unknown_types(value, ("message", "function_call", "function_call_output", "reasoning"),
                                      "input items")
 

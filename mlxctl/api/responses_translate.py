@@ -2,11 +2,15 @@
 
 The only module that speaks both the Responses wire vocabulary and the engine's. A conversation is
 a list of chat-template messages; ``previous_response_id`` prepends the stored one.
+
+``input_image`` parts (vision models) become the model's image placeholder in the message text;
+the loaded images ride along in the message under ``IMAGES`` (never shown to the template), so a
+stored conversation keeps them and a follow-up turn sends them again, in order.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from mlxctl.api.chat_plan import (
@@ -22,6 +26,7 @@ from mlxctl.api.chat_split import SplitResult, arguments_object
 from mlxctl.api.responses_models import (
     FunctionCallItem,
     FunctionCallOutputItem,
+    InputImage,
     MessageItem,
     ReasoningItem,
     ResponsesRequest,
@@ -29,25 +34,46 @@ from mlxctl.api.responses_models import (
 from mlxctl.api.responses_objects import ResponseDraft, output_items
 from mlxctl.engine.events import FinishReason, Usage
 from mlxctl.engine.sampling import SamplingParams
-from mlxctl.errors import UnavailableError
+from mlxctl.errors import BadInputError, UnavailableError
+from mlxctl.vision import NO_IMAGES
+from mlxctl.vision.fetch import ImageRef
 
 _ROLES = {"developer": "system"}
+IMAGES = "mlxctl_images"  # a message's loaded images (vision.images.ImageInput), in order
 
 
-def _message(item: MessageItem) -> dict[str, Any]:
-    content = item.content if isinstance(item.content, str) else "".join(p.text for p in item.content)
-    return {"role": _ROLES.get(item.role, item.role), "content": content}
+def image_refs(req: ResponsesRequest) -> list[ImageRef]:
+    """The request's input_image parts in order, each with the field it came from."""
+    items = req.input if isinstance(req.input, list) else []
+    return [ImageRef(f"input.{i}.content.{j}.image_url", url=part.image_url)
+            for i, item in enumerate(items) if isinstance(item, MessageItem) and isinstance(item.content, list)
+            for j, part in enumerate(item.content) if isinstance(part, InputImage)]
 
 
-def input_messages(req: ResponsesRequest) -> list[dict[str, Any]]:
+def _message(item: MessageItem, image_token: str | None, images: Iterator[Any]) -> dict[str, Any]:
+    role = _ROLES.get(item.role, item.role)
+    if isinstance(item.content, str):
+        return {"role": role, "content": item.content}
+    if not any(isinstance(p, InputImage) for p in item.content):
+        return {"role": role, "content": "".join(p.text for p in item.content)}
+    if image_token is None:
+        raise BadInputError(NO_IMAGES)
+    mine = tuple(next(images) for p in item.content if isinstance(p, InputImage))
+    text = "\n".join(image_token if isinstance(p, InputImage) else p.text for p in item.content)
+    return {"role": role, "content": text, IMAGES: mine}
+
+
+def input_messages(req: ResponsesRequest, images: Sequence[Any] = (), image_token: str | None = None) -> list[dict[str, Any]]:
     """Input items as chat-template messages: function calls join the assistant turn they follow,
-    their outputs become tool messages, reasoning the assistant's reasoning_content."""
+    their outputs become tool messages, reasoning the assistant's reasoning_content. ``images``:
+    the loaded input_image parts (see ``image_refs``); ``image_token``: the model's placeholder."""
     if isinstance(req.input, str):
         return [{"role": "user", "content": req.input}]
     out: list[dict[str, Any]] = []
+    pending = iter(images)
     for item in req.input:
         if isinstance(item, MessageItem):
-            out.append(_message(item))
+            out.append(_message(item, image_token, pending))
         elif isinstance(item, FunctionCallItem):
             call = {"id": item.call_id, "type": "function",
                     "function": {"name": item.name, "arguments": arguments_object(item.arguments)}}
@@ -70,9 +96,15 @@ def _assistant_turn(messages: list[dict[str, Any]]) -> dict[str, Any]:
     return messages[-1]
 
 
-def conversation(req: ResponsesRequest, previous: Sequence[dict[str, Any]] = ()) -> list[dict[str, Any]]:
+def conversation(req: ResponsesRequest, previous: Sequence[dict[str, Any]] = (), images: Sequence[Any] = (),
+                 image_token: str | None = None) -> list[dict[str, Any]]:
     """The earlier turns (from previous_response_id) followed by this request's input."""
-    return [*previous, *input_messages(req)]
+    return [*previous, *input_messages(req, images, image_token)]
+
+
+def conversation_images(messages: Sequence[dict[str, Any]]) -> tuple:
+    """Every image of the conversation, in prompt order: one per image placeholder."""
+    return tuple(image for m in messages for image in m.get(IMAGES, ()))
 
 
 def chat_plan(req: ResponsesRequest, formats: ModelFormats) -> ChatPlan:
@@ -91,7 +123,8 @@ def prompt_tokens(tokenizer: Any, req: ResponsesRequest, messages: list[dict[str
     formats = formats or ModelFormats()
     plan = chat_plan(req, formats)
     system = [{"role": "system", "content": req.instructions}] if req.instructions else []
-    tokens, opens = render_plan(tokenizer, plan, formats, system + messages)
+    shown = [{k: v for k, v in m.items() if k != IMAGES} for m in messages]
+    tokens, opens = render_plan(tokenizer, plan, formats, system + shown)
     return tokens, plan, opens
 
 

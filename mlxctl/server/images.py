@@ -1,8 +1,9 @@
-"""Images of a chat request, loaded before it is submitted (see docs/vision.md).
+"""Images and videos of a request, loaded before it is submitted (see docs/vision.md).
 
 The model is checked first (a text-only model answers 400 "this model does not accept images"
-before anything is fetched); then every image is fetched, read or decoded at once, under the
-server's media policy. A bad image is a 400 that names its field.
+before anything is fetched); then every image and video is fetched, read or decoded at once,
+under the server's media policy, videos through the model's decoded-video cache. A bad one is a
+400 that names its field.
 """
 
 from __future__ import annotations
@@ -17,15 +18,16 @@ from mlxctl.errors import MlxctlError
 from mlxctl.server.errors import ApiError
 from mlxctl.server.keys import SETTINGS
 from mlxctl.vision import images_refused, vision_of
-from mlxctl.vision.fetch import ImageRef, MediaPolicy, load_image
+from mlxctl.vision.fetch import ImageRef, MediaPolicy, VideoSource, load_media
 
 
 def media_policy(request: web.Request) -> MediaPolicy:
     return MediaPolicy(local_root=request.app[SETTINGS].allowed_local_media_path)
 
 
-async def load_images(request: web.Request, engine: Any, refs: Sequence[ImageRef]) -> tuple:
-    """The images of ``refs``, loaded, for ``engine``'s model; () without any."""
+async def load_images(request: web.Request, engine: Any, refs: Sequence[ImageRef | VideoSource]) -> tuple:
+    """The images (ImageInput) and videos (VideoInput) of ``refs``, in order, loaded for
+    ``engine``'s model; () without any."""
     if not refs:
         return ()
     if engine.model is None:
@@ -33,17 +35,18 @@ async def load_images(request: web.Request, engine: Any, refs: Sequence[ImageRef
     if vision_of(engine.model) is None:
         raise ApiError(400, images_refused(engine.model).message, param=content_field(refs[0].where),
                        code="images_not_supported")
-    policy = media_policy(request)
+    policy, videos = media_policy(request), getattr(vision_of(engine.model), "videos", None)
     try:
-        return tuple(await asyncio.gather(*(load_image(ref, policy) for ref in refs)))
+        return tuple(await asyncio.gather(*(load_media(ref, policy, videos) for ref in refs)))
     except MlxctlError as err:
         message = f"{err.message} ({err.hint})" if err.hint else err.message
         raise ApiError(400, message, param=getattr(err, "param", None)) from err
 
 
 def content_field(where: str) -> str:
-    """The message content an image field is part of: messages.0.content.1.image_url.url ->
-    messages.0.content (what a text-only model cannot take)."""
+    """The message content a media field is part of: messages.0.content.1.image_url.url ->
+    messages.0.content, input.0.content.1.image_url -> input.0.content (what a text-only model
+    cannot take)."""
     head, sep, _ = where.partition(".content.")
     return head + ".content" if sep else where
 

@@ -1,8 +1,11 @@
-"""Images in chat: decoding and fetching them, and the vision tower that turns them into
+"""Images and videos in chat: decoding and fetching them, and the vision tower that turns them into
 features the text tower reads in place of its image placeholder tokens (see docs/vision.md).
 
 - ``images``: bytes -> :class:`ImageInput` (decoded, size-checked, content-hashed)
-- ``fetch``: ``data:``, ``file://`` and ``http(s)://`` URLs -> bytes, with size and time limits
+- ``sources``: ``data:``, ``file://`` and ``http(s)://`` URLs -> bytes, with size and time limits
+- ``fetch``: image and video references of a request -> loaded inputs
+- ``sampling``: which frames of a video are seen (fps, max frames); ``video``: decoding them
+  (PyAV) into images; ``video_cache``: decoded videos by content + sampling
 - ``preprocess``: the model's image processor config -> pixel arrays
 - ``adapter``: :class:`VisionAdapter`, the vision tower + projector of a LLaVA-layout model
 """

@@ -11,18 +11,21 @@ classes from the same folder, and serves the engine:
   again; images whose span the prefix cache already covers are not encoded at all;
 - ``embed``: a prompt chunk's input embeddings: the text tower's token embeddings with the
   image features spliced in over the placeholder positions.
+
+A video reaches it as its sampled frames, each an image (vision/video.py); ``videos`` keeps the
+decoded frames of recent videos for the API layer.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
-from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Sequence
 
 from mlxctl.errors import EngineError, ModelFormatError
+from mlxctl.vision.lru import ByteLRU
 from mlxctl.vision.preprocess import ImageProcessing
+from mlxctl.vision.video_cache import VideoCache
 
 log = logging.getLogger("mlxctl.vision")
 
@@ -31,47 +34,12 @@ DEFAULT_CACHE_BYTES = 512 * 1024 * 1024
 _VISION_PREFIXES = ("vision_tower.", "multi_modal_projector.")
 
 
-class FeatureCache:
+class FeatureCache(ByteLRU):
     """Image content key -> evaluated features (an mx.array), least recently used out first,
     within a byte budget. Used from the engine thread; ``stats`` may be read from any."""
 
     def __init__(self, max_bytes: int = DEFAULT_CACHE_BYTES):
-        self.max_bytes = max_bytes
-        self._items: OrderedDict[str, Any] = OrderedDict()
-        self._lock = threading.Lock()
-        self.nbytes = 0
-        self.hits = 0
-        self.misses = 0
-
-    def get(self, key: str) -> Any:
-        with self._lock:
-            found = self._items.get(key)
-            if found is None:
-                self.misses += 1
-                return None
-            self._items.move_to_end(key)
-            self.hits += 1
-            return found
-
-    def put(self, key: str, features: Any) -> None:
-        with self._lock:
-            if key in self._items or features.nbytes > self.max_bytes:
-                return
-            self._items[key] = features
-            self.nbytes += features.nbytes
-            while self.nbytes > self.max_bytes:
-                _, old = self._items.popitem(last=False)
-                self.nbytes -= old.nbytes
-
-    def clear(self) -> None:
-        with self._lock:
-            self._items.clear()
-            self.nbytes = 0
-
-    def stats(self) -> dict:
-        with self._lock:
-            return {"entries": len(self._items), "bytes": self.nbytes, "max_bytes": self.max_bytes,
-                    "hits": self.hits, "misses": self.misses}
+        super().__init__(max_bytes)
 
 
 class VisionAdapter:
@@ -85,6 +53,7 @@ class VisionAdapter:
         self.feature_layer, self.strategy = feature_layer, strategy
         self.model_type = model_type
         self.cache = FeatureCache(cache_bytes)
+        self.videos = VideoCache()  # decoded video frames, filled by the API layer (vision/fetch.py)
         self.images_encoded = 0
         self._dtype = None
 
@@ -112,7 +81,8 @@ class VisionAdapter:
 
     def stats(self) -> dict:
         return {"model_type": self.model_type, "tokens_per_image": self.tokens_per_image,
-                "images_encoded": self.images_encoded, "feature_cache": self.cache.stats()}
+                "images_encoded": self.images_encoded, "feature_cache": self.cache.stats(),
+                "video_cache": self.videos.stats()}
 
     # -- engine thread ----------------------------------------------------------------------------
 

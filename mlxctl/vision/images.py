@@ -90,15 +90,18 @@ def read_image_file(path: str | Path, where: str | None = None, limits: ImageLim
     """An image from a local file (``run --image``, ``file://`` URLs)."""
     path = Path(path).expanduser()
     where = where or str(path)
+    return decode_image(read_limited(path, where, limits.max_bytes, "image"), where, limits)
+
+
+def read_limited(path: Path, where: str, max_bytes: int, noun: str, error: type[ImageError] = ImageError) -> bytes:
+    """A local file's bytes, or ``error`` naming ``where``: missing, not a file, unreadable or
+    larger than ``max_bytes`` (checked before reading it)."""
     try:
-        size = path.stat().st_size
         if not path.is_file():
-            raise ImageError(where, f"{path} is not a file")
-        if size > limits.max_bytes:
-            raise ImageError(where, f"the image is {size} bytes, more than the {limits.max_bytes} allowed")
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise ImageError(where, f"no such file: {path}") from None
+            raise error(where, f"{path} is not a file" if path.exists() else f"no such file: {path}")
+        size = path.stat().st_size
+        if size > max_bytes:
+            raise error(where, f"the {noun} is {size} bytes, more than the {max_bytes} allowed")
+        return path.read_bytes()
     except PermissionError:
-        raise ImageError(where, f"cannot read {path}: permission denied") from None
-    return decode_image(data, where, limits)
+        raise error(where, f"cannot read {path}: permission denied") from None

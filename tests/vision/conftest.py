@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 import io
 
 import pytest
 
 from tests.vision.build_model import build_llava
+
+MODEL = "llava-test"  # the name the test servers serve the model under
 
 
 def png_bytes(seed: int = 0, size: tuple[int, int] = (80, 60), fmt: str = "PNG", mode: str = "RGB") -> bytes:
@@ -48,3 +51,31 @@ def vision_engine(llava_loaded):
     engine = Engine(lambda: llava_loaded, EngineConfig(prefix=PrefixConfig(block_size=16))).start()
     yield engine
     engine.shutdown()
+
+
+@pytest.fixture
+def serve(vision_engine):
+    """serve(engine=..., **settings) -> base URL of a fresh app; stopped after the test."""
+    from mlxctl.server.app import init_app
+    from mlxctl.server.runner import BackgroundServer
+    from mlxctl.server.settings import ServeSettings
+
+    servers = []
+
+    def start(engine=vision_engine, name=MODEL, **overrides) -> str:
+        settings = dataclasses.replace(ServeSettings(model_name=name), **overrides)
+        server = BackgroundServer(init_app(engine, settings)).start()
+        servers.append(server)
+        return server.url
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
+@pytest.fixture
+def client(serve):
+    """The official openai client on a fresh server of the test model."""
+    import openai
+
+    return openai.OpenAI(base_url=serve() + "/v1", api_key="x", max_retries=0)

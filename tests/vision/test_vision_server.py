@@ -4,41 +4,13 @@ local files) and /v1/messages (Anthropic image blocks), on the LLaVA-layout test
 from __future__ import annotations
 
 import base64
-import dataclasses
 
 import anthropic
 import httpx
-import openai
 import pytest
 
-from mlxctl.server.app import init_app
-from mlxctl.server.runner import BackgroundServer
-from mlxctl.server.settings import ServeSettings
 from tests.vision.build_model import TOKENS_PER_IMAGE
-from tests.vision.conftest import data_url, png_bytes
-
-MODEL = "llava-test"
-
-
-@pytest.fixture
-def serve(vision_engine):
-    """serve(engine=..., **settings) -> base URL of a fresh app; stopped after the test."""
-    servers = []
-
-    def start(engine=vision_engine, name=MODEL, **overrides) -> str:
-        settings = dataclasses.replace(ServeSettings(model_name=name), **overrides)
-        server = BackgroundServer(init_app(engine, settings)).start()
-        servers.append(server)
-        return server.url
-
-    yield start
-    for server in servers:
-        server.stop()
-
-
-@pytest.fixture
-def client(serve):
-    return openai.OpenAI(base_url=serve() + "/v1", api_key="x", max_retries=0)
+from tests.vision.conftest import MODEL, data_url, png_bytes
 
 
 def user(text: str, *urls: str) -> list[dict]:
@@ -116,7 +88,7 @@ def test_request_shape_errors(serve):
     resp = post(url, {"messages": [system_image, *user("Hi")]})
     assert resp.status_code == 400 and "only allowed in user messages" in resp.json()["error"]["message"]
     resp = post(url, {"messages": [{"role": "user", "content": [{"type": "input_audio", "input_audio": {}}]}]})
-    assert resp.status_code == 400 and "text and image_url only" in resp.json()["error"]["message"]
+    assert resp.status_code == 400 and "text, image_url and video_url only" in resp.json()["error"]["message"]
 
 
 def test_images_count_against_the_body_limit(serve):

@@ -19,7 +19,7 @@ from mlxctl.api.openai_output import (
     total_usage,
 )
 from mlxctl.api.openai_pieces import whole
-from mlxctl.api.openai_translate import Job, chat_image_refs, chat_jobs, completion_jobs
+from mlxctl.api.openai_translate import Job, chat_jobs, chat_media_refs, completion_jobs
 from mlxctl.server.body import parse_body
 from mlxctl.server.errors import ApiError
 from mlxctl.server.images import image_token, load_images
@@ -32,10 +32,10 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     body = await parse_body(request, ChatCompletionRequest)
     engine = await use_model(request, body.model, body.keep_alive)
     tokenizer = engine.model.tokenizer
-    refs = chat_image_refs(body)
+    refs = chat_media_refs(body)  # images and videos
     if wants_mcp(body):  # "mcp": true or a {"type": "mcp"} tool: the server runs MCP tool calls
         if refs:
-            raise ApiError(400, "images are not supported with the MCP tool loop", param=refs[0].where)
+            raise ApiError(400, "images and videos are not supported with the MCP tool loop", param=refs[0].where)
         return await chat_with_mcp(request, body, tokenizer)
     images = await load_images(request, engine, refs)
     jobs, plan = chat_jobs(body, tokenizer, model_formats(request), images=images, image_token=image_token(engine))

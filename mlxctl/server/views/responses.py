@@ -6,24 +6,27 @@ from typing import Any
 
 from aiohttp import web
 
+from mlxctl.api.chat_plan import with_plan
+from mlxctl.api.chat_split import OutputSplitter, new_splitter
 from mlxctl.api.response_store import StoredResponse
 from mlxctl.api.responses_events import ResponseEvents
 from mlxctl.api.responses_models import ResponsesRequest
 from mlxctl.api.responses_objects import ResponseDraft
 from mlxctl.api.responses_translate import (
     conversation,
+    conversation_images,
     finished_body,
+    image_refs,
     prompt_tokens,
     sampling_params,
     with_reply,
 )
-from mlxctl.api.chat_plan import with_plan
-from mlxctl.api.chat_split import OutputSplitter, new_splitter
 from mlxctl.engine.sampling import SamplingParams
 from mlxctl.errors import MlxctlError
 from mlxctl.server.body import parse_body
 from mlxctl.server.errors import ApiError
 from mlxctl.server.generate import generation
+from mlxctl.server.images import image_token, load_images
 from mlxctl.server.keys import SETTINGS
 from mlxctl.server.response_keys import store_of
 from mlxctl.server.served_model import model_formats, use_model
@@ -55,13 +58,14 @@ async def create(request: web.Request) -> web.StreamResponse:
     engine = await use_model(request, req.model)
     previous = _stored(request, req.previous_response_id, "previous_response_id").messages \
         if req.previous_response_id else ()
-    messages = conversation(req, previous)
+    loaded = await load_images(request, engine, image_refs(req))
+    messages = conversation(req, previous, loaded, image_token(engine))
     tokens, plan, opens = prompt_tokens(engine.model.tokenizer, req, messages, model_formats(request))
     params, splitter = with_plan(sampling_params(req), plan, opens), new_splitter(plan, opens)
-    draft = ResponseDraft(req)
+    draft, images = ResponseDraft(req), conversation_images(messages)
     if req.stream:
-        return await _stream(request, draft, messages, tokens, params, splitter)
-    async with generation(request, tokens, params) as stream:
+        return await _stream(request, draft, messages, (tokens, images), params, splitter)
+    async with generation(request, tokens, params, images=images) as stream:
         done = await stream.collect_async()
     splitter.feed(done.text)
     splitter.finish()
@@ -80,11 +84,13 @@ async def _emit(resp: web.StreamResponse, event: dict) -> None:
     await send(resp, event, event=event["type"])
 
 
-async def _stream(request: web.Request, draft: ResponseDraft, messages: list, tokens: list[int],
+async def _stream(request: web.Request, draft: ResponseDraft, messages: list, prompt: tuple[list[int], tuple],
                   params: SamplingParams, splitter: OutputSplitter) -> Any:
+    """``prompt``: the tokens and the images for their placeholders."""
     events, resp = ResponseEvents(draft), None
+    tokens, images = prompt
     try:
-        async with generation(request, tokens, params) as stream:
+        async with generation(request, tokens, params, images=images) as stream:
             resp = await open_sse(request)
             chunks = TextChunks(stream, max(1, request.app[SETTINGS].stream_interval))
             await _stream_events(resp, events, chunks, splitter)
