@@ -52,25 +52,34 @@ ChatMaxOpt = Annotated[
 ChatSeedOpt = Annotated[
     Optional[int], typer.Option("--seed", metavar="N", show_default=False, help="Seed for reproducible sampling.")
 ]
+ChatImageOpt = Annotated[
+    Optional[list[Path]],
+    typer.Option("--image", metavar="PATH", show_default=False,
+                 help="An image for a vision model, sent with the first message (repeatable; "
+                      "/image PATH or F4 attaches more in the app)."),
+]
 
 
 def chat(model: ModelOpt = None, url: ChatUrlOpt = None, api_key: ChatKeyOpt = None, load: LoadOpt = None,
          system: SystemOpt = None, temperature: ChatTempOpt = None, max_tokens: ChatMaxOpt = None,
-         seed: ChatSeedOpt = None) -> None:
+         seed: ChatSeedOpt = None, image: ChatImageOpt = None) -> None:
     """Chat with a model in a terminal UI.
 
     Loads MODEL here, or with --url talks to a running server (picking among its /v1/models).
     Answers stream as Markdown, reasoning folds away, settings (F2) change sampling and the
-    model. Keys: F1 help, ctrl+r regenerate, ctrl+l edit, F3 copy, ctrl+s save, ctrl+o open.
+    model. Keys: F1 help, ctrl+r regenerate, ctrl+l edit, F3 copy, ctrl+s save, ctrl+o open,
+    F4 attach an image.
     """
     import sys
 
     from mlxctl.errors import BadInputError
+    from mlxctl.tui.chat_images import load_conversation, read_attachment
     from mlxctl.tui.client import base_url
     from mlxctl.tui.conversation import Conversation
 
     base = base_url(url) if url is not None else None
-    conversation = Conversation.load(load) if load is not None else Conversation()
+    conversation = load_conversation(load) if load is not None else Conversation()
+    images = [read_attachment(path, f"--image {path}") for path in image or ()]  # a bad file fails at once
     if system is not None:
         conversation.system = system
     for name, value in (("temperature", temperature), ("max_tokens", max_tokens), ("seed", seed)):
@@ -86,7 +95,7 @@ def chat(model: ModelOpt = None, url: ChatUrlOpt = None, api_key: ChatKeyOpt = N
     from mlxctl.tui.chat_backend import DaemonBackend, EngineBackend
 
     backend = DaemonBackend(base, api_key=api_key, model=model) if base else EngineBackend(model)
-    ChatApp(backend, conversation, conversation_path=str(load) if load else None).run()
+    ChatApp(backend, conversation, conversation_path=str(load) if load else None, images=images).run()
 
 
 IntervalOpt = Annotated[

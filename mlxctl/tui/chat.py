@@ -5,13 +5,15 @@ here, started on ``--model`` or handed in already started) or ``DaemonBackend`` 
 Answers stream into the transcript as Markdown (one ``MarkdownStream`` per answer, so only the
 last block is re-rendered as tokens arrive); reasoning goes into a collapsed ``Collapsible``;
 tool calls are shown as such. The conversation (:mod:`mlxctl.tui.conversation`) is saved and
-loaded as JSON. Keys are in :data:`KEYS`, the footer and the help screen (F1).
+loaded as JSON. Keys are in :data:`KEYS`, the footer and the help screen (F1). Images for a
+vision model (``--image``, ``/image PATH``, F4) are :mod:`mlxctl.tui.chat_attach`'s part.
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Sequence
 from contextlib import aclosing
 from typing import ClassVar
 
@@ -27,7 +29,10 @@ from textual.worker import Worker
 
 from mlxctl.errors import MlxctlError
 from mlxctl.tui import fmt
+from mlxctl.tui.chat_attach import USAGE, ImageAttaching
 from mlxctl.tui.chat_backend import Backend, BackendError, CallDelta, Delta, Done
+from mlxctl.tui.chat_images import Attachment, load_conversation
+from mlxctl.tui.chat_vision import stream as stream_with_images
 from mlxctl.tui.conversation import ChatSettings, Conversation
 
 # (keys, action, footer label, help text); the footer shows the first key of each
@@ -42,6 +47,7 @@ KEYS = (
     ("ctrl+n", "new", "New", "start a new conversation (the system prompt and settings stay)"),
     ("escape", "stop", "Stop", "stop the answer being written"),
     ("ctrl+q", "quit", "Quit", "quit"),
+    ("f4", "attach_image", "Image", "attach an image to the next message (or type /image PATH; /detach drops them)"),
 )
 DEFAULT_FILE = "chat.json"
 HINT = "Type a message, enter sends it · F1 keys · F2 settings"
@@ -56,14 +62,17 @@ def _key_label(keys: str) -> str:
 
 
 class UserTurn(Vertical):
-    """A user's (or a tool result's) message."""
+    """A user's (or a tool result's) message; ``images``: a line for each image it carries."""
 
-    def __init__(self, text: str, role: str = "user"):
+    def __init__(self, text: str, role: str = "user", images: Sequence[str] = ()):
         super().__init__(classes=f"turn {role}")
         self.text = text
+        self.images = list(images)
         self.border_title = "you" if role == "user" else "tool result"
 
     def compose(self) -> ComposeResult:
+        if self.images:
+            yield Static(Text("\n".join(self.images)), classes="images")
         yield Markdown(self.text, classes="content")
 
 
@@ -188,6 +197,7 @@ class HelpScreen(ModalScreen[None]):
         for keys, _, _, text in KEYS:
             table.add_row(_key_label(keys), text)
         table.add_row("tab", "move between the prompt, the transcript and the settings")
+        table.add_row("/image PATH", USAGE.removeprefix("/image PATH "))
         with Vertical(id="help"):
             yield Static(table)
             yield Static("Click Reasoning (or focus it and press enter) to expand a model's thinking. "
@@ -204,14 +214,14 @@ class PathScreen(ModalScreen[str | None]):
 
     BINDINGS: ClassVar = [Binding("escape", "dismiss(None)", "Cancel")]
 
-    def __init__(self, title: str, default: str):
+    def __init__(self, title: str, default: str, placeholder: str = "path/to/conversation.json"):
         super().__init__()
-        self.title_text, self.default = title, default
+        self.title_text, self.default, self.placeholder = title, default, placeholder
 
     def compose(self) -> ComposeResult:
         with Vertical(id="path-box"):
             yield Label(self.title_text)
-            yield Input(self.default, id="path", placeholder="path/to/conversation.json")
+            yield Input(self.default, id="path", placeholder=self.placeholder)
             yield Label("enter: ok · esc: cancel", classes="hint")
 
     @on(Input.Submitted, "#path")
@@ -222,8 +232,9 @@ class PathScreen(ModalScreen[str | None]):
 # -- the app -----------------------------------------------------------------------------------
 
 
-class ChatApp(App[None]):
-    """Chat with one backend; ``conversation`` (e.g. from ``--load``) is shown at start."""
+class ChatApp(ImageAttaching, App[None]):
+    """Chat with one backend; ``conversation`` (e.g. from ``--load``) is shown at start, and
+    ``images`` (``--image``) go with the first message sent."""
 
     TITLE = "mlxctl chat"
     ENABLE_COMMAND_PALETTE = False
@@ -242,6 +253,8 @@ class ChatApp(App[None]):
     .turn.assistant .reasoning { color: $text-muted; }
     .turn .calls { color: $text; background: $boost; padding: 0 1; margin: 1 0 0 0; }
     .turn.-error { border: round $error; }
+    .turn .images { color: $text-muted; }
+    #attached { height: auto; padding: 0 1; color: $text-muted; background: $boost; display: none; }
     .notice { color: $error; padding: 0 1; margin: 1 0 0 0; }
     #settings { width: 40; display: none; border-left: vkey $primary; padding: 0 1; }
     #settings.-open { display: block; }
@@ -265,8 +278,9 @@ class ChatApp(App[None]):
     BINDINGS: ClassVar = [Binding(keys, action, label) for keys, action, label, _ in KEYS]
 
     def __init__(self, backend: Backend, conversation: Conversation | None = None, *,
-                 conversation_path: str | None = None, **kwargs):
+                 conversation_path: str | None = None, images: Sequence[Attachment] = (), **kwargs):
         super().__init__(**kwargs)
+        self._init_images(list(images))
         self.backend = backend
         self.conversation = conversation or Conversation()
         self.path = conversation_path or DEFAULT_FILE
@@ -305,13 +319,15 @@ class ChatApp(App[None]):
                     yield Input(self.backend.model or "", id="model-input",
                                 placeholder="catalog name, folder, .gguf or repo id")
         yield Static(Text(""), id="status")
-        yield Input(id="prompt", placeholder="Message (enter sends)")
+        yield Static(Text(""), id="attached")
+        yield Input(id="prompt", placeholder="Message (enter sends; /image PATH attaches a picture)")
         yield Footer()
 
     def on_mount(self) -> None:
         self._thread = threading.get_ident()
         self.query_one("#transcript", VerticalScroll).anchor()
         self.query_one("#prompt", Input).focus()
+        self.show_pending()
         self._busy("connecting")
         self.run_worker(self._connect(), group="connect")
         if self.conversation.messages:
@@ -406,10 +422,17 @@ class ChatApp(App[None]):
         text = event.value.strip()
         if not text:
             return
+        if (command := self.image_command(text)) is not None:
+            if command:
+                event.input.value = ""
+            return
         if self.busy_reason:
             self.notify(f"wait: {self.busy_reason} (esc stops an answer)", severity="warning")
             return
         if self._settings() is None:
+            return
+        if refused := self.pending_refused():
+            self._fail(f"{refused} (/detach drops the attached images)")
             return
         if not self.ready:
             if self.backend.can_list_models:  # the daemon may be up by now: try again on send
@@ -431,8 +454,11 @@ class ChatApp(App[None]):
             self.query_one("#prompt", Input).value = text
 
     async def _post_user(self, text: str) -> None:
-        self.conversation.messages.append({"role": "user", "content": text})
-        await self._mount_turn(UserTurn(text))
+        message: dict = {"role": "user", "content": text}
+        if self.pending:
+            message["images"] = self.take_pending()
+        self.conversation.messages.append(message)
+        await self._mount_turn(UserTurn(text, images=self.images.labels(message)))
         self._answer()
 
     def _answer(self) -> None:
@@ -452,7 +478,8 @@ class ChatApp(App[None]):
         note: str | None = None
         error: str | None = None
         try:
-            async with aclosing(self.backend.stream(self.conversation.request_messages(), settings)) as events:
+            messages = self.conversation.request_messages()
+            async with aclosing(stream_with_images(self.backend, messages, settings, self.images)) as events:
                 async for event in events:
                     if isinstance(event, Done):
                         done = event
@@ -560,6 +587,7 @@ class ChatApp(App[None]):
             return
         prompt = self.query_one("#prompt", Input)
         prompt.value = self.conversation.messages[i]["content"]
+        self.restore_pending(self.conversation.messages[i].get("images") or [])
         prompt.focus()
         self.call_later(self._truncate, i)
         self._show_status("editing the last message: enter resends it")
@@ -605,7 +633,7 @@ class ChatApp(App[None]):
         if not path:
             return
         try:
-            conv = Conversation.load(path)
+            conv = load_conversation(path)
         except MlxctlError as exc:
             self._fail(str(exc))
             return
@@ -640,7 +668,10 @@ class ChatApp(App[None]):
     async def _rebuild(self) -> None:
         transcript = self.query_one("#transcript", VerticalScroll)
         await transcript.remove_children([*self.turns, *self.query(".notice")])
-        self.turns = [AssistantTurn(m) if m["role"] == "assistant" else UserTurn(m["content"], m["role"])
+        for problem in self.images.check(self.conversation.messages):
+            self.notify(problem, severity="warning", timeout=10, markup=False)
+        self.turns = [AssistantTurn(m) if m["role"] == "assistant"
+                      else UserTurn(m["content"], m["role"], self.images.labels(m))
                       for m in self.conversation.messages]
         await transcript.mount_all(self.turns)
         self.query_one("#hint").display = not self.turns
@@ -679,7 +710,7 @@ class ChatApp(App[None]):
         status.set_class(True, "-error")
         status.set_class(False, "-busy")
         status.update(Text(message))
-        self.notify(message, severity="error", timeout=6)
+        self.notify(message, severity="error", timeout=6, markup=False)
 
     def _show_status(self, message: str | None = None, busy: bool = False) -> None:
         """``message``, or the ready line with the last answer's TTFT and tok/s."""
