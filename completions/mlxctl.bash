@@ -10,13 +10,13 @@ _mlxctl_commands() {
 _mlxctl_options() {
     case "$1" in
         mlxctl) echo '--debug --version --help' ;;
-        'mlxctl run') echo '--model -m --system -s --raw --image --max-tokens -n --temperature -t --top-p --top-k --min-p --repetition-penalty --presence-penalty --frequency-penalty --seed --stop --ignore-eos --logprobs --dtype --load-format --moe-top-k --json --verbose -v --mcp-config --mcp-max-rounds --mcp-audit-log --tool-choice --help' ;;
-        'mlxctl serve') echo '--model -m --host --port -p --served-model-name --dtype --load-format --moe-top-k --max-num-seqs --prefill-chunk --max-waiting --stream-interval --api-key --api-key-file --auth-health --no-auth-health --cors-origin --rate-limit --max-body-mb --request-timeout --drain-grace --log-format --prefix-cache --no-prefix-cache --prefix-cache-gb --prefix-block-size --prefix-cache-bits --cache-dir --cache-dir-gb --warm-prompts --warm-prompts-concurrency --tool-call-parser --reasoning-parser --max-retries --max-loaded-gb --keep-alive --pin --tui --log-file --mcp-config --mcp-max-rounds --mcp-audit-log --embedding-model --stt-model --tts-model --allowed-local-media-path --help' ;;
+        'mlxctl run') echo '--model -m --system -s --raw --image --video --fps --max-frames --max-tokens -n --temperature -t --top-p --top-k --min-p --repetition-penalty --presence-penalty --frequency-penalty --seed --stop --ignore-eos --logprobs --dtype --load-format --moe-top-k --tensor-parallel --json --verbose -v --mcp-config --mcp-max-rounds --mcp-audit-log --tool-choice --help' ;;
+        'mlxctl serve') echo '--model -m --host --port -p --served-model-name --dtype --load-format --moe-top-k --max-num-seqs --prefill-chunk --max-waiting --stream-interval --api-key --api-key-file --auth-health --no-auth-health --cors-origin --rate-limit --max-body-mb --request-timeout --drain-grace --log-format --prefix-cache --no-prefix-cache --prefix-cache-gb --prefix-block-size --prefix-cache-bits --cache-dir --cache-dir-gb --warm-prompts --warm-prompts-concurrency --tool-call-parser --reasoning-parser --max-retries --max-loaded-gb --keep-alive --pin --tui --log-file --mcp-config --mcp-max-rounds --mcp-audit-log --embedding-model --stt-model --tts-model --allowed-local-media-path --tensor-parallel --help' ;;
         'mlxctl bench-serve') echo '--url --endpoint --model -m --api-key --prompt-tokens --output-tokens --concurrency -c --request-rate --num-requests -n --warmup --repeats --slo --ignore-eos --no-ignore-eos --timeout --seed --workload --json --csv --help' ;;
-        'mlxctl transcribe') echo '--model -m --format -f --language -l --prompt --temperature -t --json --help' ;;
+        'mlxctl transcribe') echo '--model -m --format -f --language -l --prompt --temperature -t --json --live --raw-pcm --sample-rate --channels --chunk-s --help' ;;
         'mlxctl speak') echo '--model -m --voice -v --speed -s --output -o --format -f --play --list-voices --help' ;;
         'mlxctl embed') echo '--model -m --output -o --normalize --no-normalize --truncate --json --quiet -q --help' ;;
-        'mlxctl chat') echo '--model -m --url --api-key --load --system -s --temperature -t --max-tokens -n --seed --help' ;;
+        'mlxctl chat') echo '--model -m --url --api-key --load --system -s --temperature -t --max-tokens -n --seed --image --help' ;;
         'mlxctl top') echo '--url --interval --api-key --help' ;;
         'mlxctl model') echo --help ;;
         'mlxctl model inspect') echo '--context -c --batch -b --dtype --json --help' ;;
@@ -30,13 +30,13 @@ _mlxctl_options() {
 
 _mlxctl_value_options() {
     case "$1" in
-        'mlxctl run') echo '--model -m --system -s --image --max-tokens -n --temperature -t --top-p --top-k --min-p --repetition-penalty --presence-penalty --frequency-penalty --seed --stop --logprobs --dtype --load-format --moe-top-k --mcp-config --mcp-max-rounds --mcp-audit-log --tool-choice' ;;
-        'mlxctl serve') echo '--model -m --host --port -p --served-model-name --dtype --load-format --moe-top-k --max-num-seqs --prefill-chunk --max-waiting --stream-interval --api-key --api-key-file --cors-origin --rate-limit --max-body-mb --request-timeout --drain-grace --log-format --prefix-cache-gb --prefix-block-size --prefix-cache-bits --cache-dir --cache-dir-gb --warm-prompts --warm-prompts-concurrency --tool-call-parser --reasoning-parser --max-retries --max-loaded-gb --keep-alive --pin --log-file --mcp-config --mcp-max-rounds --mcp-audit-log --embedding-model --stt-model --tts-model --allowed-local-media-path' ;;
+        'mlxctl run') echo '--model -m --system -s --image --video --fps --max-frames --max-tokens -n --temperature -t --top-p --top-k --min-p --repetition-penalty --presence-penalty --frequency-penalty --seed --stop --logprobs --dtype --load-format --moe-top-k --tensor-parallel --mcp-config --mcp-max-rounds --mcp-audit-log --tool-choice' ;;
+        'mlxctl serve') echo '--model -m --host --port -p --served-model-name --dtype --load-format --moe-top-k --max-num-seqs --prefill-chunk --max-waiting --stream-interval --api-key --api-key-file --cors-origin --rate-limit --max-body-mb --request-timeout --drain-grace --log-format --prefix-cache-gb --prefix-block-size --prefix-cache-bits --cache-dir --cache-dir-gb --warm-prompts --warm-prompts-concurrency --tool-call-parser --reasoning-parser --max-retries --max-loaded-gb --keep-alive --pin --log-file --mcp-config --mcp-max-rounds --mcp-audit-log --embedding-model --stt-model --tts-model --allowed-local-media-path --tensor-parallel' ;;
         'mlxctl bench-serve') echo '--url --endpoint --model -m --api-key --prompt-tokens --output-tokens --concurrency -c --request-rate --num-requests -n --warmup --repeats --slo --timeout --seed --workload --csv' ;;
-        'mlxctl transcribe') echo '--model -m --format -f --language -l --prompt --temperature -t' ;;
+        'mlxctl transcribe') echo '--model -m --format -f --language -l --prompt --temperature -t --sample-rate --channels --chunk-s' ;;
         'mlxctl speak') echo '--model -m --voice -v --speed -s --output -o --format -f' ;;
         'mlxctl embed') echo '--model -m --output -o' ;;
-        'mlxctl chat') echo '--model -m --url --api-key --load --system -s --temperature -t --max-tokens -n --seed' ;;
+        'mlxctl chat') echo '--model -m --url --api-key --load --system -s --temperature -t --max-tokens -n --seed --image' ;;
         'mlxctl top') echo '--url --interval --api-key' ;;
         'mlxctl model inspect') echo '--context -c --batch -b --dtype' ;;
         'mlxctl model acquire') echo '--revision --allow-patterns --name' ;;

@@ -34,7 +34,7 @@ LoadFormatOpt = Annotated[
         "--load-format",
         metavar="FORMAT",
         help="auto: real weights; dummy: random weights for an architecture preset "
-        "(llama-3.2-1b, smollm2-135m, qwen3-moe-small, qwen3-moe-medium) or a config.json given as --model.",
+        "(llama-3.2-1b, llama-3.1-8b, smollm2-135m, qwen3-moe-small, qwen3-moe-medium) or a config.json given as --model.",
     ),
 ]
 

@@ -9,7 +9,7 @@ import typer
 
 from mlxctl.cli.blas import ensure_fast_blas
 from mlxctl.cli.context import output_for
-from mlxctl.cli.options import LoadFormatOpt, MoeTopKOpt
+from mlxctl.cli.options import LoadFormatOpt, MoeTopKOpt, TensorParallelOpt
 from mlxctl.cli.output import Output
 from mlxctl.errors import BadInputError
 
@@ -23,6 +23,9 @@ def run(
     system: Annotated[Optional[str], typer.Option("--system", "-s", metavar="TEXT", help="System prompt.", show_default=False)] = None,
     raw: Annotated[bool, typer.Option("--raw", help="Send the prompt as plain text, without the chat template.")] = False,
     image: Annotated[Optional[list[Path]], typer.Option("--image", metavar="PATH", show_default=False, help="An image for a vision model (repeatable; PNG, JPEG, WebP, GIF, BMP, TIFF). The images come before the prompt unless it places them with the model's image token (docs/vision.md).")] = None,
+    video: Annotated[Optional[list[Path]], typer.Option("--video", metavar="PATH", show_default=False, help="A video for a vision model (repeatable; any format FFmpeg reads): its sampled frames go before the prompt, each labelled with its time (docs/vision.md).")] = None,
+    fps: Annotated[Optional[float], typer.Option("--fps", metavar="F", show_default=False, help="With --video: frames sampled per second of video (default 1, at most 30).")] = None,
+    max_frames: Annotated[Optional[int], typer.Option("--max-frames", metavar="N", show_default=False, help="With --video: most frames per video, spread over the whole clip when fps would give more (default 8, at most 32).")] = None,
     max_tokens: Annotated[int, typer.Option("--max-tokens", "-n", metavar="N", min=1, help="Most tokens to generate (the context may end it sooner).")] = 512,
     temperature: Annotated[float, typer.Option("--temperature", "-t", metavar="T", min=0.0, max=2.0, help="0 is greedy (deterministic).")] = 0.0,
     top_p: Annotated[float, typer.Option("--top-p", metavar="P", min=0.0, max=1.0)] = 1.0,
@@ -38,6 +41,7 @@ def run(
     dtype: Annotated[str, typer.Option("--dtype", metavar="DTYPE", help="Weights dtype: auto (float32 on CPU, as stored elsewhere), native, float32, float16, bfloat16.")] = "auto",
     load_format: LoadFormatOpt = "auto",
     moe_top_k: MoeTopKOpt = None,
+    tensor_parallel: TensorParallelOpt = 1,
     json_: Annotated[bool, typer.Option("--json", help="Print one JSON object: text, finish_reason, usage, timings.")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Print timings and speeds on stderr.")] = False,
     mcp_config: Annotated[Optional[Path], typer.Option("--mcp-config", metavar="FILE", show_default=False, help="MCP servers file (JSON or YAML with mcpServers): the model may call their tools, which run here; calls and results go to stderr (see docs/mcp.md).")] = None,
@@ -47,11 +51,16 @@ def run(
 ) -> None:
     """Generate a reply to PROMPT and stream it to stdout."""
     ensure_fast_blas()  # before stdin is read: it may re-execute this process
+    from mlxctl.cli.tensor_parallel import follow, rank_group
     from mlxctl.engine.sampling import SamplingParams
-    from mlxctl.generation import PromptSpec
+    from mlxctl.generation import PromptSpec, lazy_engine
 
+    group = rank_group(tensor_parallel, "run")
+    if group is not None and group.rank() != 0:  # rank 0 reads the prompt and prints; this rank follows
+        return follow(lazy_engine(model, dtype=dtype, load_format=load_format, moe_top_k=moe_top_k, group=group))
     out = output_for(ctx, json=json_)
     images = read_images(image)  # before the model loads: a bad file fails at once
+    videos = read_videos(video, fps, max_frames)
     spec = PromptSpec(read_prompt(prompt, out), system, raw, images)
     params = SamplingParams(
         max_tokens=max_tokens, temperature=temperature, top_p=top_p, top_k=top_k, min_p=min_p,
@@ -61,9 +70,9 @@ def run(
     )
     params.validate()
     mcp = _mcp_options(mcp_config, mcp_max_rounds, mcp_audit_log, tool_choice, raw)
-    if mcp is not None and images:
-        raise BadInputError("--image cannot be combined with --mcp-config yet")
-    _execute(out, model, (dtype, load_format, moe_top_k), spec, params, verbose, mcp)
+    if mcp is not None and (images or videos):
+        raise BadInputError(f"{'--image' if images else '--video'} cannot be combined with --mcp-config yet")
+    _execute(out, model, (dtype, load_format, moe_top_k, group), spec, params, verbose, mcp, videos)
 
 
 def _mcp_options(config: Path | None, max_rounds: int, audit_log: Path | None, tool_choice: str | None,
@@ -90,6 +99,43 @@ def read_images(paths: list[Path] | None) -> tuple:
     return tuple(read_image_file(path, f"--image {path}") for path in paths)
 
 
+def read_videos(paths: list[Path] | None, fps: float | None, max_frames: int | None) -> tuple:
+    """Each --video file, decoded into its sampled frames (a one-line error naming it otherwise)."""
+    if not paths:
+        if fps is not None or max_frames is not None:
+            raise BadInputError(f"{'--fps' if fps is not None else '--max-frames'} needs --video")
+        return ()
+    from mlxctl.vision.sampling import VideoSampling
+    from mlxctl.vision.video import read_video_file
+
+    default = VideoSampling()
+    try:
+        sampling = VideoSampling(default.fps if fps is None else fps,
+                                 default.max_frames if max_frames is None else max_frames).check()
+    except ValueError as exc:  # "fps must be ..." -> "--fps must be ..."
+        raise BadInputError("--" + str(exc).replace("max_frames", "max-frames", 1)) from None
+    return tuple(read_video_file(path, f"--video {path}", sampling) for path in paths)
+
+
+def with_videos(engine, spec, videos: tuple):
+    """The prompt with each video's labelled frame placeholders ("Frame at 1 s: <image>") after
+    the --image placeholders and before the text; the frames join the images in that order."""
+    if not videos:
+        return spec
+    import dataclasses
+
+    from mlxctl.vision import image_token, images_refused
+    from mlxctl.vision.video import video_prompt
+
+    token = image_token(engine.model)
+    if token is None:
+        raise images_refused(engine.model)
+    head = "" if spec.text.count(token) == len(spec.images) else "".join(f"{token}\n" for _ in spec.images)
+    frames = "".join(video_prompt(v, token) + "\n" for v in videos)
+    return dataclasses.replace(spec, text=head + frames + spec.text,
+                               images=(*spec.images, *(f for v in videos for f in v.frames)))
+
+
 def read_prompt(words: list[str] | None, out: Output) -> str:
     """The prompt from the arguments, or all of stdin (less trailing newlines) for none or '-'."""
     if words and words != ["-"]:
@@ -103,13 +149,16 @@ def read_prompt(words: list[str] | None, out: Output) -> str:
     return text
 
 
-def _execute(out: Output, model: str | None, weights: tuple, spec, params, verbose: bool, mcp: dict | None = None) -> None:
+def _execute(out: Output, model: str | None, weights: tuple, spec, params, verbose: bool, mcp: dict | None = None,
+             videos: tuple = ()) -> None:
     from mlxctl.cli.run_output import print_stream
     from mlxctl.generation import generate, open_engine
 
-    dtype, load_format, moe_top_k = weights
-    engine = open_engine(model, dtype=dtype, progress=out.message, load_format=load_format, moe_top_k=moe_top_k)
+    dtype, load_format, moe_top_k, group = weights
+    engine = open_engine(model, dtype=dtype, progress=out.message, load_format=load_format, moe_top_k=moe_top_k,
+                         group=group)
     try:
+        spec = with_videos(engine, spec, videos)
         if mcp is not None:
             from mlxctl.server.mcp_loop import run_with_mcp
 

@@ -25,8 +25,36 @@ def rank_group(n: int, verb: str) -> Any:
     return tensor_group(n, verb)
 
 
+FOLLOWER_GRACE_S = 60.0  # after a signal: how long a follower waits for rank 0 to stop it
+
+
 def follow(engine: Any) -> None:
     """A rank other than 0: load this rank's share of the model, then step with rank 0 until it
     stops (its clients never see this process)."""
+    leave_signals_to_rank_0(FOLLOWER_GRACE_S)
     engine.start()
     engine.wait()
+
+
+def leave_signals_to_rank_0(grace_s: float) -> None:
+    """A signal meant for the whole job (Ctrl-C in the mlx.launch terminal, a kill of its
+    process group) reaches every rank. Rank 0 drains its requests and then stops the others
+    through the engine; a follower that quit by itself would leave rank 0 waiting in a
+    collective. So a follower waits for rank 0's stop; if none comes within ``grace_s``
+    (rank 0 is gone) it exits, and a second signal makes it exit at once."""
+    import os
+    import signal
+    import threading
+
+    signals = []
+
+    def on_signal(signum: int, _frame: Any) -> None:
+        signals.append(signum)
+        if len(signals) > 1:
+            os._exit(128 + signum)
+        timer = threading.Timer(grace_s, os._exit, args=(128 + signum,))
+        timer.daemon = True
+        timer.start()
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, on_signal)

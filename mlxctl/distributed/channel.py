@@ -46,6 +46,12 @@ class Channel:
         self.bytes += size
         return obj if self.rank == 0 else pickle.loads(got)
 
+    def agree(self, flag: bool) -> int:
+        """How many ranks pass ``flag`` true (every rank gets the same count)."""
+        import mlx.core as mx
+
+        return int(self._sum(mx.array([int(flag)], dtype=mx.int32)).item())
+
     def _sum(self, x: Any) -> Any:
         import mlx.core as mx
 

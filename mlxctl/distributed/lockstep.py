@@ -8,7 +8,8 @@ same batches, same forward passes (whose ``all_sum``\\ s pair up), same sampled 
 
 Once per loop turn rank 0 takes what arrived in its inbox and broadcasts it (``None`` when
 nothing came, one small reduction); the followers apply what they receive at the same turn.
-Randomness is the one input that is not in the messages, so rank 0 gives every request
+While rank 0 waits for work, the followers sleep on a doorbell instead of polling
+in a collective (see ``doorbell``). Randomness is the one input that is not in the messages, so rank 0 gives every request
 without a seed a random one before sending it. Followers' streams go nowhere: rank 0
 alone answers clients.
 """
@@ -17,14 +18,20 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import logging
 import queue
 import secrets
 from typing import Any, Callable, Sequence
 
 from mlxctl.distributed.channel import Channel
+from mlxctl.distributed.doorbell import Doorbell
 from mlxctl.engine.engine import Engine, EngineConfig
 from mlxctl.engine.request import Request
 from mlxctl.errors import BadInputError
+
+
+IDLE = "idle"  # rank 0's message before it waits for work (followers then wait on the doorbell)
+log = logging.getLogger("mlxctl.distributed")
 
 
 class _Nowhere:
@@ -40,11 +47,17 @@ class _Lockstep(Engine):
         self.channel = Channel(group)
         self.ranks = group.size()
         self._digest = hashlib.blake2b(digest_size=8)  # over every finished request's tokens
+        self.doorbell = Doorbell(self.channel)
+
+    def _setup(self) -> None:
+        super()._setup()
+        self.doorbell.connect()  # every rank, after its load: the handshake is collective
 
     def stats(self) -> dict:
         return {**super().stats(), "tensor_parallel": {"ranks": self.ranks, "rank": self.channel.rank,
                                                        "broadcasts": self.channel.messages,
                                                        "broadcast_bytes": self.channel.bytes,
+                                                       "doorbell": self.doorbell.enabled,
                                                        "digest": self._digest.hexdigest()}}
 
     def _finish(self, req: Request, reason: Any, error: BaseException | None = None) -> None:
@@ -63,7 +76,12 @@ class LeaderEngine(_Lockstep):
         return super().submit(prompt_tokens, params, **kw)
 
     def _drain_inbox(self, block: bool) -> bool:
-        taken = _take(self._inbox, block)
+        if block and self.doorbell.enabled:  # idle: the followers sleep until something comes
+            self.channel.broadcast(IDLE)
+            taken = _take(self._inbox, block=True)
+            self.doorbell.ring()
+        else:
+            taken = _take(self._inbox, block)
         self.channel.broadcast([_wire(kind, payload) for kind, payload in taken] or None)
         for kind, payload in taken:
             if kind == "stop":
@@ -76,7 +94,13 @@ class FollowerEngine(_Lockstep):
     """Ranks 1..N-1: apply rank 0's messages, step when it steps. Nothing is submitted here."""
 
     def _drain_inbox(self, block: bool) -> bool:
-        for message in self.channel.broadcast() or ():
+        messages = self.channel.broadcast()
+        if messages == IDLE:
+            if not self.doorbell.wait():
+                log.error("rank 0 went away: this rank stops")
+                return False
+            messages = self.channel.broadcast()
+        for message in messages or ():
             kind = message[0]
             if kind == "stop":
                 return False

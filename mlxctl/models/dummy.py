@@ -21,6 +21,10 @@ LLAMA_3_2_1B = {
     "vocab_size": 128256, "rope_theta": 500000.0, "tie_word_embeddings": True,
     "max_position_embeddings": 131072,
 }
+LLAMA_3_1_8B = dict(  # a model worth splitting over GPUs (tensor-parallel benchmarks)
+    LLAMA_3_2_1B, hidden_size=4096, num_hidden_layers=32, intermediate_size=14336, head_dim=128,
+    tie_word_embeddings=False,
+)
 SMOLLM2_135M = {
     "model_type": "llama", "hidden_size": 576, "num_hidden_layers": 30, "intermediate_size": 1536,
     "num_attention_heads": 9, "num_key_value_heads": 3, "rms_norm_eps": 1e-5, "vocab_size": 49152,
@@ -37,7 +41,7 @@ QWEN3_MOE_MEDIUM = dict(  # Qwen3-30B-A3B's layer shape, half the layers and exp
     QWEN3_MOE_SMALL, hidden_size=2048, num_hidden_layers=24, intermediate_size=6144, moe_intermediate_size=768,
     num_attention_heads=32, num_key_value_heads=4, head_dim=128, num_experts=64, vocab_size=151936,
 )
-PRESETS = {"llama-3.2-1b": LLAMA_3_2_1B, "smollm2-135m": SMOLLM2_135M, "qwen3-moe-small": QWEN3_MOE_SMALL,
+PRESETS = {"llama-3.2-1b": LLAMA_3_2_1B, "llama-3.1-8b": LLAMA_3_1_8B, "smollm2-135m": SMOLLM2_135M, "qwen3-moe-small": QWEN3_MOE_SMALL,
            "qwen3-moe-medium": QWEN3_MOE_MEDIUM}
 DEFAULT_PRESET = "llama-3.2-1b"
 

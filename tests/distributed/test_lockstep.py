@@ -42,6 +42,7 @@ def test_two_ranks_generate_what_one_does(tmp_path, model_home, smollm2):
     assert split["cached"] > 0  # the prefix cache works on every rank alike
     stats = split["stats"]
     assert stats["ranks"] == 2 and stats["broadcasts"] > 0 and stats["broadcast_bytes"] > 0
+    assert stats["doorbell"] is True  # the follower slept on it while rank 0 waited for work
     assert one["stats"] is None
 
 
@@ -52,3 +53,12 @@ def test_real_model_split_three_ways_answers_as_one_process(tmp_path, model_home
     split = _job(3, str(smollm2.path), tmp_path / "three.json", model_home)
     _same(one, split)
     assert "Paris" in split["texts"][0]
+
+
+def test_run_cli_over_two_ranks_prints_once_what_one_process_prints(tmp_path, model_home, smollm2):
+    args = ("-m", "mlxctl", "run", "--load-format", "dummy", "-m", str(dummy_model(tmp_path)), "-n", "10",
+            "--temperature", "0.7", "--seed", "3", "Tell me about the sea.")
+    one = launch(1, *args, home=model_home)
+    split = launch(2, *args[:3], "--tensor-parallel", "2", *args[3:], home=model_home)
+    assert one.returncode == 0 and split.returncode == 0, split.stderr[-2000:]
+    assert split.stdout == one.stdout and one.stdout.strip()  # rank 0 alone prints, and the same

@@ -87,3 +87,17 @@ def test_cli_without_mlx_launch_says_how_to_start_it():
     assert result.returncode != 0
     assert "needs 2 ranks" in result.stderr and "mlx.launch -n 2" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_rank0_is_looked_for_where_the_launcher_said_then_on_loopback(tmp_path, monkeypatch):
+    from mlxctl.distributed.doorbell import rank0_addresses
+
+    hostfile = tmp_path / "hosts.json"
+    hostfile.write_text('[["10.0.0.5:5000", "10.0.1.5:5001"], ["10.0.0.6:5000"]]')  # mlx.launch's ring layout
+    monkeypatch.setenv("MLX_HOSTFILE", str(hostfile))
+    monkeypatch.setenv("NCCL_HOST_IP", "192.168.1.2")
+    assert rank0_addresses() == ["192.168.1.2", "10.0.0.5", "10.0.1.5", "127.0.0.1"]
+    monkeypatch.delenv("NCCL_HOST_IP")
+    monkeypatch.setenv("MLX_HOSTFILE", str(tmp_path / "missing.json"))
+    monkeypatch.setenv("MLX_JACCL_COORDINATOR", "10.9.9.9:32323")
+    assert rank0_addresses() == ["10.9.9.9", "127.0.0.1"]
