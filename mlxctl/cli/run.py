@@ -70,8 +70,6 @@ def run(
     )
     params.validate()
     mcp = _mcp_options(mcp_config, mcp_max_rounds, mcp_audit_log, tool_choice, raw)
-    if mcp is not None and (images or videos):
-        raise BadInputError(f"{'--image' if images else '--video'} cannot be combined with --mcp-config yet")
     _execute(out, model, (dtype, load_format, moe_top_k, group), spec, params, verbose, mcp, videos)
 
 

@@ -334,8 +334,11 @@ def _keep_calls(choice: dict, client: list[dict], finish_reason: str) -> None:
 # ---- the server's driver ---------------------------------------------------------------------
 
 
-async def chat_with_mcp(request: web.Request, body: Any, tokenizer: Any) -> web.Response:
-    """POST /v1/chat/completions with the MCP loop (non-streamed, one choice)."""
+async def chat_with_mcp(request: web.Request, body: Any, tokenizer: Any, images: Any = (),
+                        image_token: str | None = None) -> web.Response:
+    """POST /v1/chat/completions with the MCP loop (non-streamed, one choice). The client's
+    images (and video frames) go with every round: they stand in its messages, which every
+    round's prompt starts with (so the prefix cache serves them after the first round)."""
     from contextlib import AsyncExitStack
 
     from mlxctl.api.chat_plan import openai_tools
@@ -370,7 +373,8 @@ async def chat_with_mcp(request: web.Request, body: Any, tokenizer: Any) -> web.
             while True:
                 if service.closed:  # shutting down: the hub is gone, so no round can call tools
                     raise ApiError(503, "the server is shutting down", headers={"Retry-After": "5"})
-                jobs, plan = chat_jobs(loop.round_body(body, tools), tokenizer, formats)
+                jobs, plan = chat_jobs(loop.round_body(body, tools), tokenizer, formats, images=images,
+                                       image_token=image_token)
                 async with AsyncExitStack() as stack:
                     (stream,) = await open_generations(request, stack, jobs)
                     completion = await stream.collect_async()
@@ -408,7 +412,7 @@ def run_with_mcp(out: Any, engine: Any, spec: Any, params: Any, *, config: Any, 
                  max_rounds: int = DEFAULT_MAX_ROUNDS, tool_choice: str | None = None,
                  verbose: bool = False) -> None:
     """``mlxctl run`` with MCP tools: the loop in this process, the final answer on stdout and
-    every call with its result on stderr."""
+    every call with its result on stderr. ``spec``'s images go with every round."""
     import dataclasses
 
     from mlxctl.api.chat_plan import ModelFormats
@@ -418,6 +422,7 @@ def run_with_mcp(out: Any, engine: Any, spec: Any, params: Any, *, config: Any, 
     from mlxctl.api.openai_translate import chat_jobs
     from mlxctl.api.prompt import chat_messages
     from mlxctl.cli.run_output import stats_line
+    from mlxctl.generation import with_image_marks
     from mlxctl.mcp import McpHubThread
 
     tokenizer = engine.model.tokenizer
@@ -435,13 +440,15 @@ def run_with_mcp(out: Any, engine: Any, spec: Any, params: Any, *, config: Any, 
         loop = ToolLoop(set(names), max_rounds, servers=hub.hub.config.servers)
         # The prompt and the tool-call constraint come from the same chat request the server
         # builds; the sampling is run's own.
-        body = ChatCompletionRequest(model=engine.model.name, messages=chat_messages(spec.text, spec.system),
+        body = ChatCompletionRequest(model=engine.model.name,
+                                     messages=chat_messages(with_image_marks(engine, spec), spec.system),
                                      tool_choice=cli_tool_choice(tool_choice))
         usages = []
         while True:
             jobs, plan = chat_jobs(loop.round_body(body, tools), tokenizer, formats)
             job = jobs[0]
-            stream = engine.submit(job.tokens, dataclasses.replace(params, constraint=job.params.constraint))
+            stream = engine.submit(job.tokens, dataclasses.replace(params, constraint=job.params.constraint),
+                                   images=spec.images)
             try:
                 done = stream.collect()
             except KeyboardInterrupt:

@@ -33,11 +33,9 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     engine = await use_model(request, body.model, body.keep_alive)
     tokenizer = engine.model.tokenizer
     refs = chat_media_refs(body)  # images and videos
-    if wants_mcp(body):  # "mcp": true or a {"type": "mcp"} tool: the server runs MCP tool calls
-        if refs:
-            raise ApiError(400, "images and videos are not supported with the MCP tool loop", param=refs[0].where)
-        return await chat_with_mcp(request, body, tokenizer)
     images = await load_images(request, engine, refs)
+    if wants_mcp(body):  # "mcp": true or a {"type": "mcp"} tool: the server runs MCP tool calls
+        return await chat_with_mcp(request, body, tokenizer, images, image_token(engine))
     jobs, plan = chat_jobs(body, tokenizer, model_formats(request), images=images, image_token=image_token(engine))
     output = ChatOutput(body.model, tokenizer, body.include_usage, plan, jobs[0].reasoning_open)
     return await _respond(request, body, jobs, output)
