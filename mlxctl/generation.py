@@ -8,7 +8,7 @@ from typing import Any, Callable
 from mlxctl.engine.engine import Engine, EngineConfig
 from mlxctl.engine.sampling import SamplingParams
 from mlxctl.engine.streams import RequestStream
-from mlxctl.errors import BadInputError
+from mlxctl.errors import BadInputError, MlxctlError
 
 Progress = Callable[[str], None]
 
@@ -85,9 +85,19 @@ def _resolved(model_ref: str | None, progress: Progress | None, group: Any):
         return resolve_model(model_ref, progress=progress)
     from mlxctl.distributed.channel import Channel
 
-    resolved = resolve_model(model_ref, progress=progress) if group.rank() == 0 else None
-    Channel(group).broadcast(True)  # the others resolve once rank 0 is done
-    return resolved or resolve_model(model_ref)
+    channel = Channel(group)
+    if group.rank() != 0:  # the others resolve once rank 0 is done, or fail with it
+        failed = channel.broadcast()
+        if failed:
+            raise MlxctlError(f"rank 0 could not resolve the model: {failed}")
+        return resolve_model(model_ref)
+    try:
+        resolved = resolve_model(model_ref, progress=progress)
+    except BaseException as exc:
+        channel.broadcast(str(exc) or type(exc).__name__)
+        raise
+    channel.broadcast(None)
+    return resolved
 
 
 def _routed(loaded, moe_top_k: int | None, progress: Progress | None):

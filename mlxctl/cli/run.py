@@ -51,10 +51,11 @@ def run(
 ) -> None:
     """Generate a reply to PROMPT and stream it to stdout."""
     ensure_fast_blas()  # before stdin is read: it may re-execute this process
-    from mlxctl.cli.tensor_parallel import follow, rank_group
+    from mlxctl.cli.tensor_parallel import check_run_options, follow, rank_group
     from mlxctl.engine.sampling import SamplingParams
     from mlxctl.generation import PromptSpec, lazy_engine
 
+    check_run_options(tensor_parallel, images=image, videos=video)  # before any rank loads the model
     group = rank_group(tensor_parallel, "run")
     if group is not None and group.rank() != 0:  # rank 0 reads the prompt and prints; this rank follows
         return follow(lazy_engine(model, dtype=dtype, load_format=load_format, moe_top_k=moe_top_k, group=group))

@@ -7,6 +7,11 @@ from typing import Any
 from mlxctl.errors import BadInputError
 
 
+def check_run_options(n: int, *, images: Any, videos: Any) -> None:
+    if n > 1 and (images or videos):
+        raise BadInputError(f"{'--image' if images else '--video'} does not work with --tensor-parallel yet")
+
+
 def check_serve_options(n: int, *, extra_models: int, cache_dir: Any) -> None:
     """What `serve` cannot do over several ranks yet, refused before anything loads."""
     if n == 1:
@@ -31,17 +36,19 @@ FOLLOWER_GRACE_S = 60.0  # after a signal: how long a follower waits for rank 0 
 def follow(engine: Any) -> None:
     """A rank other than 0: load this rank's share of the model, then step with rank 0 until it
     stops (its clients never see this process)."""
-    leave_signals_to_rank_0(FOLLOWER_GRACE_S)
+    leave_signals_to_rank_0(FOLLOWER_GRACE_S, lambda: engine.model is None or engine.doorbell.peer_closed())
     engine.start()
     engine.wait()
 
 
-def leave_signals_to_rank_0(grace_s: float) -> None:
+def leave_signals_to_rank_0(grace_s: float, rank0_gone: Any = lambda: False) -> None:
     """A signal meant for the whole job (Ctrl-C in the mlx.launch terminal, a kill of its
     process group) reaches every rank. Rank 0 drains its requests and then stops the others
     through the engine; a follower that quit by itself would leave rank 0 waiting in a
     collective. So a follower waits for rank 0's stop; if none comes within ``grace_s``
-    (rank 0 is gone) it exits, and a second signal makes it exit at once."""
+    (rank 0 is gone) it exits, and a second signal makes it exit at once. So does the first
+    when ``rank0_gone()`` says no stop can come: the model is still loading, or rank 0's end of
+    the doorbell is closed (mlx.launch signals the others when one rank exits)."""
     import os
     import signal
     import threading
@@ -50,7 +57,7 @@ def leave_signals_to_rank_0(grace_s: float) -> None:
 
     def on_signal(signum: int, _frame: Any) -> None:
         signals.append(signum)
-        if len(signals) > 1:
+        if len(signals) > 1 or rank0_gone():
             os._exit(128 + signum)
         timer = threading.Timer(grace_s, os._exit, args=(128 + signum,))
         timer.daemon = True

@@ -19,15 +19,19 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import logging
+import os
 import queue
 import secrets
+import threading
 from typing import Any, Callable, Sequence
 
 from mlxctl.distributed.channel import Channel
 from mlxctl.distributed.doorbell import Doorbell
 from mlxctl.engine.engine import Engine, EngineConfig
+from mlxctl.engine.events import FinishReason
+from mlxctl.engine.prefix import default_budget
 from mlxctl.engine.request import Request
-from mlxctl.errors import BadInputError
+from mlxctl.errors import BadInputError, EngineError
 
 
 IDLE = "idle"  # rank 0's message before it waits for work (followers then wait on the doorbell)
@@ -48,10 +52,29 @@ class _Lockstep(Engine):
         self.ranks = group.size()
         self._digest = hashlib.blake2b(digest_size=8)  # over every finished request's tokens
         self.doorbell = Doorbell(self.channel)
+        self._broken = False
 
     def _setup(self) -> None:
+        # Decisions a rank would otherwise make from its own machine must be rank 0's, or the
+        # ranks drift apart: the prefix cache's default budget comes from the memory size.
+        budget = self.channel.broadcast(self.config.prefix.max_bytes or default_budget())
+        self.config = dataclasses.replace(self.config, prefix=dataclasses.replace(self.config.prefix, max_bytes=budget))
         super()._setup()
         self.doorbell.connect()  # every rank, after its load: the handshake is collective
+
+    def _recover(self, error: Exception) -> None:
+        """One process recovers a failed step by re-queueing its requests; across ranks that
+        would leave the others inside a collective this rank never joins. So the job stops:
+        every request ends with the error and the process exits (mlx.launch then stops the
+        other ranks)."""
+        self._stop_job(f"{type(error).__name__}: {error}")
+
+    def _stop_job(self, why: str) -> None:
+        log.error("tensor-parallel rank %d cannot go on (%s): the job stops", self.channel.rank, why)
+        self._fail_all(FinishReason.ERROR, EngineError(f"generation failed on rank {self.channel.rank} of a "
+                                                       f"tensor-parallel job, which stops: {why}"))
+        self._broken = True
+        exit_soon(EXIT_BROKEN)
 
     def stats(self) -> dict:
         return {**super().stats(), "tensor_parallel": {"ranks": self.ranks, "rank": self.channel.rank,
@@ -76,10 +99,16 @@ class LeaderEngine(_Lockstep):
         return super().submit(prompt_tokens, params, **kw)
 
     def _drain_inbox(self, block: bool) -> bool:
+        if self._broken:
+            return False
         if block and self.doorbell.enabled:  # idle: the followers sleep until something comes
             self.channel.broadcast(IDLE)
             taken = _take(self._inbox, block=True)
-            self.doorbell.ring()
+            try:
+                self.doorbell.ring()
+            except OSError as exc:
+                self._stop_job(f"a follower rank is gone ({exc})")
+                return False
         else:
             taken = _take(self._inbox, block)
         self.channel.broadcast([_wire(kind, payload) for kind, payload in taken] or None)
@@ -94,6 +123,8 @@ class FollowerEngine(_Lockstep):
     """Ranks 1..N-1: apply rank 0's messages, step when it steps. Nothing is submitted here."""
 
     def _drain_inbox(self, block: bool) -> bool:
+        if self._broken:
+            return False
         messages = self.channel.broadcast()
         if messages == IDLE:
             if not self.doorbell.wait():
@@ -126,6 +157,16 @@ class FollowerEngine(_Lockstep):
             while self._thread.is_alive():
                 self._thread.join(1.0)
         self._join_thread(10.0)
+
+
+EXIT_BROKEN = 70  # EX_SOFTWARE: a rank left the job
+
+
+def exit_soon(code: int, delay_s: float = 1.0) -> None:
+    """Exit the process shortly (the streams' error events get that long to reach clients)."""
+    timer = threading.Timer(delay_s, os._exit, args=(code,))
+    timer.daemon = True
+    timer.start()
 
 
 def lockstep_engine(load: Callable[[], Any], config: EngineConfig, group: Any) -> Engine:

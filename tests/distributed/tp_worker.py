@@ -8,10 +8,13 @@ a stop string, one aborted mid-way, a prefix-cache hit) and writes what came bac
 from __future__ import annotations
 
 import json
+import os
 import sys
+import time
 
 from mlxctl.distributed.group import tensor_group
 from mlxctl.engine.constraints import ConstraintSpec
+from mlxctl.engine.engine import EngineConfig
 from mlxctl.engine.sampling import SamplingParams
 from mlxctl.generation import PromptSpec, generate, open_engine
 
@@ -28,14 +31,34 @@ PROMPTS = [
 ]
 
 
+def _fault(step: int):
+    def hook(n: int) -> None:
+        if n == step:
+            raise RuntimeError("injected fault")
+
+    return hook
+
+
 def main() -> None:
     ranks, model, out = int(sys.argv[1]), sys.argv[2], sys.argv[3]
     group = tensor_group(ranks, "run")
-    engine = open_engine(model, group=group, load_format=sys.argv[4] if len(sys.argv) > 4 else "auto")
+    fault_rank, _, fault_step = os.environ.get("TP_FAULT", "").partition(":")  # RANK:STEP, tests of failures
+    hook = _fault(int(fault_step)) if fault_rank and group is not None and group.rank() == int(fault_rank) else None
+    engine = open_engine(model, group=group, load_format=sys.argv[4] if len(sys.argv) > 4 else "auto",
+                         config=EngineConfig(fault_hook=hook))
     if group is not None and group.rank() != 0:
         engine.wait()
         with open(f"{out}.rank{group.rank()}", "w") as f:
             json.dump({"stats": engine.stats().get("tensor_parallel")}, f)
+        return
+    if os.environ.get("TP_FAULT"):  # a failure test: one request, what became of it
+        try:
+            outcome = {"text": generate(engine, PromptSpec(PROMPTS[0][0]), PROMPTS[0][1]).collect().text}
+        except Exception as exc:  # noqa: BLE001 - the error the client would see
+            outcome = {"error": str(exc)}
+        with open(out, "w") as f:
+            json.dump(outcome, f)
+        time.sleep(30)  # the job is stopped before this ends (exit 70 and mlx.launch stopping the rest)
         return
     streams = [generate(engine, PromptSpec(text), params) for text, params in PROMPTS]
     aborted = generate(engine, PromptSpec("Say many words."), SamplingParams(max_tokens=400, temperature=0))
