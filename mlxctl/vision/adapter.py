@@ -1,11 +1,12 @@
-"""VisionAdapter: a LLaVA-layout model's vision tower + projector, next to its text tower.
+"""VisionAdapter: a vision-language model's vision tower + projector, next to its text tower.
 
-The text tower is loaded by mlx-lm like any other model (it maps ``llava`` onto its text-only
-wrapper, which drops the vision weights); this module loads the rest with mlx-vlm's LLaVA
-classes from the same folder, and serves the engine:
+The text tower is loaded by mlx-lm like any other model (it maps ``llava`` and ``gemma3`` onto
+text-only wrappers, which drop the vision weights); ``families`` loads the rest with mlx-vlm's
+classes from the same folder (LLaVA, Gemma 3), and this module serves the engine:
 
-- ``expand``: each image placeholder token of a prompt becomes ``tokens_per_image`` of them,
-  one per image feature position, and their spans are noted;
+- ``expand``: each image placeholder token of a prompt becomes ``tokens_per_image`` feature
+  positions (wrapped in the family's begin/end tokens where it has them), and their spans are
+  noted;
 - ``features_for``: the features of a request's images, encoded on the engine thread (the one
   thread that runs MLX), from a content-hash -> features LRU so a repeated image is not encoded
   again; images whose span the prefix cache already covers are not encoded at all;
@@ -29,9 +30,8 @@ from mlxctl.vision.video_cache import VideoCache
 
 log = logging.getLogger("mlxctl.vision")
 
-SUPPORTED_TYPES = ("llava",)
+SUPPORTED_TYPES = ("llava", "gemma3")  # families.LOADERS
 DEFAULT_CACHE_BYTES = 512 * 1024 * 1024
-_VISION_PREFIXES = ("vision_tower.", "multi_modal_projector.")
 
 
 class FeatureCache(ByteLRU):
@@ -43,14 +43,22 @@ class FeatureCache(ByteLRU):
 
 
 class VisionAdapter:
-    def __init__(self, tower: Any, projector: Any, processing: ImageProcessing, embed_tokens: Any, *,
-                 image_token: str, image_token_id: int, tokens_per_image: int, feature_layer: Any = -2,
-                 strategy: str = "default", cache_bytes: int = DEFAULT_CACHE_BYTES, model_type: str = "llava"):
-        self.tower, self.projector, self.processing = tower, projector, processing
+    """``towers``: the family's vision tower and projector (``families``): ``forward(pixels)`` ->
+    (images, tokens_per_image, hidden) features as the text tower takes them, ``pixel_dtype``.
+    ``image_token``/``image_token_id``: the placeholder a prompt marks an image with;
+    ``feature_token_id``: the token the feature positions hold (default: the placeholder);
+    ``wrap``: token ids around the feature positions (Gemma 3's begin/end of image)."""
+
+    def __init__(self, towers: Any, processing: ImageProcessing, embed_tokens: Any, *,
+                 image_token: str, image_token_id: int, tokens_per_image: int, feature_token_id: int | None = None,
+                 wrap: tuple[Sequence[int], Sequence[int]] = ((), ()), cache_bytes: int = DEFAULT_CACHE_BYTES,
+                 model_type: str = "llava"):
+        self.towers, self.processing = towers, processing
         self.embed_tokens = embed_tokens
         self.image_token, self.image_token_id = image_token, image_token_id
+        self.feature_token_id = image_token_id if feature_token_id is None else feature_token_id
         self.tokens_per_image = tokens_per_image
-        self.feature_layer, self.strategy = feature_layer, strategy
+        self.wrap = (list(wrap[0]), list(wrap[1]))
         self.model_type = model_type
         self.cache = FeatureCache(cache_bytes)
         self.videos = VideoCache()  # decoded video frames, filled by the API layer (vision/fetch.py)
@@ -60,8 +68,9 @@ class VisionAdapter:
     # -- caller side (any thread) ---------------------------------------------------------------
 
     def expand(self, tokens: Sequence[int], num_images: int) -> tuple[list[int], tuple[tuple[int, int], ...]]:
-        """The prompt with each placeholder token repeated ``tokens_per_image`` times, and the
-        (start, length) span of every image. The placeholders must match the images one to one."""
+        """The prompt with each placeholder token replaced by ``tokens_per_image`` feature
+        positions (inside ``wrap``), and the (start, length) span of every image's positions.
+        The placeholders must match the images one to one."""
         marks = [i for i, t in enumerate(tokens) if t == self.image_token_id]
         if len(marks) != num_images:
             from mlxctl.errors import BadInputError
@@ -71,10 +80,13 @@ class VisionAdapter:
         out: list[int] = []
         spans = []
         prev = 0
+        before, after = self.wrap
         for mark in marks:
             out += tokens[prev:mark]
+            out += before
             spans.append((len(out), self.tokens_per_image))
-            out += [self.image_token_id] * self.tokens_per_image
+            out += [self.feature_token_id] * self.tokens_per_image
+            out += after
             prev = mark + 1
         out += tokens[prev:]
         return out, tuple(spans)
@@ -107,7 +119,7 @@ class VisionAdapter:
         todo = list({img.key: img for img in images if img.key not in found}.values())
         if todo:
             pixels = mx.array(np.stack([self.processing(img.image) for img in todo]))
-            feats = self._forward(pixels.astype(self._pixel_dtype())).astype(self._text_dtype())
+            feats = self.towers.forward(pixels.astype(self.towers.pixel_dtype)).astype(self._text_dtype())
             if feats.shape[1] != self.tokens_per_image:
                 raise EngineError(f"the vision tower gave {feats.shape[1]} feature positions per image, "
                                   f"the prompt holds {self.tokens_per_image}")
@@ -140,18 +152,6 @@ class VisionAdapter:
             pieces.append(self.embed_tokens(mx.array(ids[pos - start :])))
         return mx.concatenate(pieces) if len(pieces) > 1 else pieces[0]
 
-    def _forward(self, pixels: Any) -> Any:
-        """LLaVA's image features: the chosen hidden layer(s) of the tower, CLS dropped for the
-        "default" strategy, through the projector (mlx-vlm's llava.Model does the same)."""
-        import mlx.core as mx
-
-        *_, hidden = self.tower(pixels, output_hidden_states=True)
-        layers = self.feature_layer if isinstance(self.feature_layer, (list, tuple)) else [self.feature_layer]
-        chosen = [hidden[i] for i in layers]
-        if self.strategy == "default":
-            chosen = [h[:, 1:] for h in chosen]
-        return self.projector(mx.concatenate(chosen, axis=-1) if len(chosen) > 1 else chosen[0])
-
     def _text_dtype(self) -> Any:
         """What the token embeddings come out as: the features are spliced in as that."""
         if self._dtype is None:
@@ -159,10 +159,6 @@ class VisionAdapter:
 
             self._dtype = self.embed_tokens(mx.array([0])).dtype
         return self._dtype
-
-    def _pixel_dtype(self) -> Any:
-        return self.tower.vision_model.embeddings.patch_embedding.weight.dtype
-
 
 # -- loading ----------------------------------------------------------------------------------------
 
@@ -172,8 +168,10 @@ def load_vision(path: Path, config: dict, text_model: Any, tokenizer: Any, dtype
     """The adapter for a model folder whose config has a ``vision_config``; None (text only,
     logged) for a model type this module cannot run. ``dtype``: convert the vision weights to
     it (as the text tower was), or None to keep them as stored."""
+    from mlxctl.vision.families import LOADERS
+
     model_type = config.get("model_type")
-    if model_type not in SUPPORTED_TYPES:
+    if model_type not in LOADERS:
         log.warning("%s: the vision tower of %r models is not supported; images will be refused",
                     Path(path).name, model_type)
         return None
@@ -184,91 +182,10 @@ def load_vision(path: Path, config: dict, text_model: Any, tokenizer: Any, dtype
         log.warning("%s: the text tower takes no input embeddings; images will be refused", Path(path).name)
         return None
     try:
-        return _load_llava(Path(path), config, embed, tokenizer, dtype, cache_bytes)
+        parts = LOADERS[model_type](Path(path), config, tokenizer, dtype)
     except (KeyError, ValueError, TypeError) as exc:
         raise ModelFormatError(f"cannot load the vision tower of {Path(path).name}: {type(exc).__name__}: {exc}") from None
-
-
-def _load_llava(path: Path, config: dict, embed: Any, tokenizer: Any, dtype: Any, cache_bytes: int) -> VisionAdapter:
-    import mlx.core as mx
-    from mlx_vlm.models.llava.config import ModelConfig, TextConfig, VisionConfig
-    from mlx_vlm.models.llava.llava import LlavaMultiModalProjector
-    from mlx_vlm.models.llava.vision import VisionModel
-
-    vision_cfg = VisionConfig.from_dict({"model_type": "clip_vision_model", **config["vision_config"]})
-    text_cfg = TextConfig.from_dict({"model_type": "llama", **config.get("text_config", {})})
-    model_cfg = ModelConfig.from_dict({**config, "text_config": text_cfg, "vision_config": vision_cfg})
-    tower, projector = VisionModel(vision_cfg), LlavaMultiModalProjector(model_cfg)
-    weights = _vision_weights(path)
-    tower_w = tower.sanitize({k.removeprefix("vision_tower."): v for k, v in weights.items()
-                              if k.startswith("vision_tower.")})
-    proj_w = {k.removeprefix("multi_modal_projector."): v for k, v in weights.items()
-              if k.startswith("multi_modal_projector.")}
-    if not tower_w or not proj_w:
-        raise KeyError("the folder has no vision_tower.* / multi_modal_projector.* weights")
-    for module, w in ((tower, tower_w), (projector, proj_w)):
-        _quantize_like(module, w, config.get("quantization"))
-        module.load_weights(list(w.items()), strict=True)
-        if dtype is not None:
-            from mlxctl.models.dequantize import dequantize_model
-
-            dequantize_model(module, dtype)
-            module.set_dtype(dtype)
-        module.eval()
-        mx.eval(module.parameters())
-
-    token_id = config.get("image_token_index", config.get("image_token_id"))
-    if token_id is None:
-        raise KeyError("image_token_index")
-    token = _token_text(path, tokenizer, int(token_id))
-    return VisionAdapter(tower, projector, ImageProcessing.from_folder(path, vision_cfg.image_size), embed,
-                         image_token=token, image_token_id=int(token_id),
-                         tokens_per_image=_tokens_per_image(vision_cfg, model_cfg.vision_feature_select_strategy),
-                         feature_layer=model_cfg.vision_feature_layer,
-                         strategy=model_cfg.vision_feature_select_strategy, cache_bytes=cache_bytes,
-                         model_type=config.get("model_type", "llava"))
-
-
-def _vision_weights(path: Path) -> dict:
-    import mlx.core as mx
-
-    out = {}
-    for file in sorted(path.glob("*.safetensors")):
-        for key, value in mx.load(str(file)).items():
-            key = key.removeprefix("model.")  # transformers 5 checkpoints nest everything under model.
-            if key.startswith(_VISION_PREFIXES):
-                out[key] = value
-    return out
-
-
-def _quantize_like(module: Any, weights: dict, quantization: dict | None) -> None:
-    """Quantise the layers the checkpoint stores quantised (their ``.scales`` are present)."""
-    if not quantization or not any(k.endswith(".scales") for k in weights):
-        return
-    import mlx.nn as nn
-
-    nn.quantize(module, group_size=quantization.get("group_size", 64), bits=quantization.get("bits", 4),
-                class_predicate=lambda p, m: hasattr(m, "to_quantized") and f"{p}.scales" in weights)
-
-
-def _tokens_per_image(vision_cfg: Any, strategy: str) -> int:
-    """Feature positions per image: one per patch, plus CLIP's class token, less the first
-    position under the "default" strategy (mlx-vlm's and transformers' LLaVA agree)."""
-    positions = (vision_cfg.image_size // vision_cfg.patch_size) ** 2
-    positions += vision_cfg.model_type == "clip_vision_model"
-    return positions - (strategy == "default")
-
-
-def _token_text(path: Path, tokenizer: Any, token_id: int) -> str:
-    """The image placeholder's text, checked to encode back to that one token."""
-    import json
-
-    proc = path / "processor_config.json"
-    text = json.loads(proc.read_text()).get("image_token") if proc.is_file() else None
-    text = text or tokenizer.decode([token_id], skip_special_tokens=False)
-    if list(tokenizer.encode(text, add_special_tokens=False)) != [token_id]:
-        raise ValueError(f"the image token {text!r} does not encode to the single token {token_id}")
-    return text
+    return VisionAdapter(embed_tokens=embed, cache_bytes=cache_bytes, model_type=model_type, **parts)
 
 
 def _embed_tokens(model: Any) -> Any:

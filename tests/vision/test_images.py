@@ -143,7 +143,7 @@ def test_processing_without_a_config_is_a_square_resize():
 
 
 def _adapter(tokens_per_image=3, token_id=99):
-    return VisionAdapter(None, None, ImageProcessing.from_config({}, 8), None, image_token="<image>",
+    return VisionAdapter(None, ImageProcessing.from_config({}, 8), None, image_token="<image>",
                          image_token_id=token_id, tokens_per_image=tokens_per_image)
 
 
@@ -152,6 +152,13 @@ def test_placeholders_expand_to_feature_positions():
     assert tokens == [1, 99, 99, 99, 2, 3, 99, 99, 99, 4]
     assert spans == ((1, 3), (6, 3))
     assert _adapter().expand([99], 1) == ([99, 99, 99], ((0, 3),))
+
+
+def test_a_wrapped_family_expands_around_its_feature_token():
+    adapter = VisionAdapter(None, None, None, image_token="<boi>", image_token_id=7, tokens_per_image=2,
+                            feature_token_id=8, wrap=([5, 7], [6, 5]))  # Gemma 3: \n\n<boi> soft... <eoi>\n\n
+    tokens, spans = adapter.expand([1, 7, 2], 1)
+    assert tokens == [1, 5, 7, 8, 8, 6, 5, 2] and spans == ((3, 2),)
 
 
 def test_placeholders_must_match_the_images():
@@ -167,7 +174,7 @@ def test_embed_splices_features_over_their_span():
     import mlx.core as mx
 
     table = mx.arange(10 * 2, dtype=mx.float32).reshape(10, 2)
-    adapter = VisionAdapter(None, None, None, lambda ids: table[ids], image_token="<image>", image_token_id=9,
+    adapter = VisionAdapter(None, None, lambda ids: table[ids], image_token="<image>", image_token_id=9,
                             tokens_per_image=3)
     tokens, spans = adapter.expand([1, 9, 2, 3], 1)  # [1, 9, 9, 9, 2, 3]
     feats = [mx.full((3, 2), -1.0) * mx.array([[1.0], [2.0], [3.0]])]
