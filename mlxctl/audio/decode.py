@@ -3,18 +3,20 @@
 WAV, FLAC, MP3 and Ogg Vorbis are decoded by miniaudio first (small, fast, and what mlx-audio
 uses); anything else (M4A/AAC, Ogg Opus, WebM, MP4 and MKV audio tracks: whatever FFmpeg reads)
 is decoded by PyAV, FFmpeg's libraries bundled in-process, from a seekable buffer so containers
-whose index is at the end (MP4) work. Both mix channels down by averaging them, then resample.
+whose index is at the end (MP4) work, opened by ``mlxctl.media_safety`` (a concat script or
+playlist is refused; FFmpeg may open no file or URL). Both mix channels down by averaging them,
+then resample.
 Audio that neither can read is a :class:`BadInputError` (exit status 4, HTTP 400) naming why.
 """
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 
 import numpy as np
 
 from mlxctl.errors import BadInputError
+from mlxctl.media_safety import RefusedMedia, open_input
 
 SAMPLE_RATE = 16000
 
@@ -63,8 +65,7 @@ def _pyav(data: bytes, name: str) -> np.ndarray:
     import av
 
     try:
-        # no protocols: a playlist or concat script must not make FFmpeg open files or URLs
-        with av.open(io.BytesIO(data), mode="r", options={"protocol_whitelist": "none"}) as container:
+        with open_input(data) as container:  # a playlist or concat script must not open files
             if not container.streams.audio:
                 raise BadInputError(f"cannot decode {name}: it has no audio track "
                                     f"(FFmpeg reads it as {container.format.long_name or container.format.name})")
@@ -77,6 +78,8 @@ def _pyav(data: bytes, name: str) -> np.ndarray:
         raise BadInputError(f"cannot decode {name}: it is not audio FFmpeg can read ({_reason(exc)})",
                             hint="give WAV, FLAC, MP3, Ogg (Vorbis or Opus), M4A/AAC, WebM or another "
                                  "audio file") from None
+    except RefusedMedia as exc:
+        raise BadInputError(f"cannot decode {name}: {exc}") from None
     return np.concatenate(parts) if parts else np.zeros(0, dtype=np.float32)
 
 

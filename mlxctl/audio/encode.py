@@ -71,11 +71,15 @@ class Encoder:
         self._sink = _Sink()
         options = {"flush_packets": "1", **dict(spec.options)}
         self._container = av.open(self._sink, mode="w", format=spec.muxer, options=options)
-        rate = spec.rate or sample_rate
-        self._stream = self._container.add_stream(spec.codec, rate=rate, layout="mono")
-        self._resampler = av.AudioResampler(format=self._stream.codec_context.format, layout="mono", rate=rate)
         self._samples = 0
         self._closed = False
+        rate = spec.rate or sample_rate
+        try:  # a codec this FFmpeg lacks, or a rate it refuses: the container is released all the same
+            self._stream = self._container.add_stream(spec.codec, rate=rate, layout="mono")
+            self._resampler = av.AudioResampler(format=self._stream.codec_context.format, layout="mono", rate=rate)
+        except BaseException:
+            self.close()
+            raise
 
     def encode(self, samples: np.ndarray) -> bytes:
         """Encode one chunk of samples in [-1, 1]; the bytes the container has for it so far."""
@@ -94,10 +98,12 @@ class Encoder:
         """Flush the resampler, the encoder and the muxer: the last bytes of the file."""
         if not self._closed:
             self._closed = True
-            self._mux(None)
-            for packet in self._stream.encode(None):
-                self._container.mux(packet)
-            self._container.close()
+            try:
+                self._mux(None)
+                for packet in self._stream.encode(None):
+                    self._container.mux(packet)
+            finally:  # a flush that fails still releases the encoder and the muxer
+                self._container.close()
         return self._sink.take()
 
     def close(self) -> None:

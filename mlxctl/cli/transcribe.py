@@ -2,12 +2,15 @@
 
 With ``--live`` the audio is read as it arrives (a recorder piping raw PCM or a WAV stream) and
 each window is transcribed as soon as it is full (``mlxctl.audio.live``), so text appears while
-the recording goes on.
+the recording goes on. Audio on stdin is read from its byte stream (``sys.stdin.buffer``): a
+text stream would have decoded, and so corrupted, the samples.
 """
 
 from __future__ import annotations
 
-from typing import Annotated
+import contextlib
+import io
+from typing import IO, Annotated
 
 import typer
 
@@ -101,16 +104,19 @@ def transcribe(
 
     folder = resolve_stt(model, progress=out.message)
     whisper = load_whisper(folder.path, folder.name)
-    if live:
-        run = _live_run(whisper, stream, audio, out, language=language, prompt=prompt,
-                        temperature=temperature, chunk_s=chunk_s)
-    else:
-        run = whisper.transcribe(samples, language=language, prompt=prompt, temperature=temperature)
-    _print(out, fmt, run, whisper.name)
+    with contextlib.ExitStack() as files:  # a --live input file is closed however the run ends
+        if live:
+            run = _live_run(whisper, stream, audio, out, files, language=language, prompt=prompt,
+                            temperature=temperature, chunk_s=chunk_s)
+        else:
+            run = whisper.transcribe(samples, language=language, prompt=prompt, temperature=temperature)
+        _print(out, fmt, run, whisper.name)
 
 
-def _live_run(whisper, stream, audio: str | None, out: Output, *, chunk_s: float, **options):
-    """A LiveRun over stdin (or a file) read a piece at a time, as the bytes arrive."""
+def _live_run(whisper, stream, audio: str | None, out: Output, files: contextlib.ExitStack, *,
+              chunk_s: float, **options):
+    """A LiveRun over stdin (or a file, opened into ``files``) read a piece at a time, as the
+    bytes arrive."""
     from pathlib import Path
 
     from mlxctl.audio.live import LiveInput, LiveRun, LiveTranscript
@@ -118,20 +124,25 @@ def _live_run(whisper, stream, audio: str | None, out: Output, *, chunk_s: float
     code = whisper.check_language(options.pop("language"))
     if audio is not None and audio != "-":
         try:
-            source = Path(audio).expanduser().open("rb")
+            source = files.enter_context(Path(audio).expanduser().open("rb"))
         except OSError as exc:
             raise BadInputError(f"cannot read {audio}: {exc.strerror or exc}") from None
     elif audio is None and out.stdin_is_tty:
         raise BadInputError("no audio given", hint="pipe a recording on stdin, e.g. arecord -f S16_LE -r 16000 | ...")
     else:
-        source = getattr(out.stdin, "buffer", out.stdin)
+        source = stdin_bytes(out)
     read = getattr(source, "read1", source.read)
+    return LiveRun(whisper, lambda: bytes(read(1 << 14)), LiveInput(stream, chunk_s), LiveTranscript(code, **options))
 
-    def chunk() -> bytes:
-        data = read(1 << 14)
-        return data.encode("latin-1", errors="replace") if isinstance(data, str) else data
 
-    return LiveRun(whisper, chunk, LiveInput(stream, chunk_s), LiveTranscript(code, **options))
+def stdin_bytes(out: Output) -> IO[bytes]:
+    """stdin's byte stream (``sys.stdin.buffer``); a text stream without one cannot carry audio
+    unchanged, so it is refused rather than re-encoded."""
+    stream = getattr(out.stdin, "buffer", out.stdin)
+    if isinstance(stream, io.TextIOBase):
+        raise BadInputError("stdin is a text stream, so the audio bytes on it cannot be read unchanged",
+                            hint="pipe the audio in, or pass its file name")
+    return stream
 
 
 def _read_audio(audio: str | None, out: Output):
@@ -143,11 +154,7 @@ def _read_audio(audio: str | None, out: Output):
         return read_audio_file(Path(audio))
     if audio is None and out.stdin_is_tty:
         raise BadInputError("no audio given", hint="pass an audio file, or pipe one on stdin")
-    stream = getattr(out.stdin, "buffer", out.stdin)
-    data = stream.read()
-    if isinstance(data, str):
-        data = data.encode("latin-1", errors="replace")
-    return decode_audio(data, name="the audio on stdin")
+    return decode_audio(stdin_bytes(out).read(), name="the audio on stdin")
 
 
 def _print(out: Output, fmt: str, run, model_name: str) -> None:

@@ -95,7 +95,8 @@ def read_image_file(path: str | Path, where: str | None = None, limits: ImageLim
 
 def read_limited(path: Path, where: str, max_bytes: int, noun: str, error: type[ImageError] = ImageError) -> bytes:
     """A local file's bytes, or ``error`` naming ``where``: missing, not a file, unreadable or
-    larger than ``max_bytes`` (checked before reading it)."""
+    larger than ``max_bytes`` (checked before reading it). Every OS error (permission, a name too
+    long, an I/O error, a file gone between the checks) is that error, never a crash (a 500)."""
     try:
         if not path.is_file():
             raise error(where, f"{path} is not a file" if path.exists() else f"no such file: {path}")
@@ -105,3 +106,5 @@ def read_limited(path: Path, where: str, max_bytes: int, noun: str, error: type[
         return path.read_bytes()
     except PermissionError:
         raise error(where, f"cannot read {path}: permission denied") from None
+    except OSError as exc:
+        raise error(where, f"cannot read {path}: {exc.strerror or type(exc).__name__}") from None

@@ -90,6 +90,21 @@ def test_a_playlist_cannot_make_ffmpeg_read_other_files(tmp_path, monkeypatch):
             decode_audio(script, name="upload")
 
 
+@pytest.mark.parametrize("script", [
+    b"ffconcat version 1.0\nfile secret.m4a\n",
+    b"ffconcat version 1.0\nfile 'secret.m4a'\nfile 'secret.m4a'\n",
+    b";FFMETADATA1\ntitle=secret\n",
+])
+def test_a_script_naming_a_server_file_is_refused_before_it_is_read(tmp_path, monkeypatch, script):
+    """Refused by its demuxer (mlxctl.media_safety, shared with video), not only by the missing
+    protocols: the secret beside the server decodes, the script naming it does not."""
+    (tmp_path / "secret.m4a").write_bytes(_encoded("mp4", "aac"))
+    monkeypatch.chdir(tmp_path)
+    assert decode_audio((tmp_path / "secret.m4a").read_bytes(), name="secret").size > 0
+    with pytest.raises(BadInputError, match="upload: FFmpeg would not open it: it is a playlist, script"):
+        decode_audio(script, name="upload")
+
+
 def test_missing_file_and_folder_are_bad_input(tmp_path):
     with pytest.raises(BadInputError, match="no such audio file"):
         read_audio_file(tmp_path / "nope.wav")

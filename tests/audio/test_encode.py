@@ -76,3 +76,56 @@ def test_unknown_format_and_an_abandoned_encoder():
     encoder.close()  # a client that left: no error, and nothing more to take
     assert encoder.finish() == b""
     assert Encoder("opus", RATE).encode(np.zeros(0, dtype=np.float32)) == b""
+
+
+class _Watched:
+    """A real output container that records its close (PyAV's own objects take no attributes)."""
+
+    def __init__(self, container):
+        self.container, self.closes = container, 0
+
+    def __getattr__(self, name):
+        return getattr(self.container, name)
+
+    def close(self) -> None:
+        self.closes += 1
+        self.container.close()
+
+
+@pytest.fixture
+def watched(monkeypatch) -> list[_Watched]:
+    """Every container av.open makes from here on, watched."""
+    made: list[_Watched] = []
+    real_open = av.open
+
+    def open_watched(*args, **kwargs):
+        made.append(_Watched(real_open(*args, **kwargs)))
+        return made[-1]
+
+    monkeypatch.setattr(av, "open", open_watched)
+    return made
+
+
+def test_a_failed_setup_closes_the_container(watched, monkeypatch):
+    def no_resampler(*args, **kwargs):
+        raise ValueError("no resampler")
+
+    monkeypatch.setattr(av, "AudioResampler", no_resampler)
+    with pytest.raises(ValueError, match="no resampler"):
+        Encoder("flac", RATE)
+    assert len(watched) == 1 and watched[0].closes == 1
+
+
+def test_a_failed_flush_still_closes_the_container(watched):
+    encoder = Encoder("mp3", RATE)
+    encoder.encode(tone(0.2))
+
+    def broken(frame):
+        raise RuntimeError("flush failed")
+
+    encoder._mux = broken  # the resampler or encoder failing as the file is finished
+    with pytest.raises(RuntimeError, match="flush failed"):
+        encoder.finish()
+    assert watched[0].closes == 1
+    encoder.close()  # already released: nothing more happens
+    assert encoder.finish() == b"" and watched[0].closes == 1

@@ -51,3 +51,33 @@ def audio_only_bytes() -> bytes:
 def frame_index(image) -> int:
     """Which frame of ``clip_bytes`` a decoded RGB image is."""
     return round(image.getpixel((image.size[0] // 2, image.size[1] // 2))[0] / STEP)
+
+
+def resized_midway_bytes(small: tuple[int, int] = (64, 48), big: tuple[int, int] = (640, 480)) -> bytes:
+    """An MPEG-TS H.264 stream of 2 s at 10 fps whose second half is ``big``: the header (and
+    the codec context) say ``small``, the later frames are larger, as a stream may change."""
+    from fractions import Fraction
+
+    import av
+    import numpy as np
+
+    buf = io.BytesIO()
+    with av.open(buf, "w", format="mpegts") as container:
+        stream = container.add_stream("libx264", rate=10)
+        stream.width, stream.height = small
+        stream.pix_fmt = "yuv420p"
+        later = av.CodecContext.create("libx264", "w")
+        later.width, later.height = big
+        later.pix_fmt, later.time_base, later.framerate = "yuv420p", Fraction(1, 10), 10
+        for first, (encoder, (width, height)) in ((0, (stream, small)), (10, (later, big))):
+            for i in range(first, first + 10):
+                frame = av.VideoFrame.from_ndarray(np.zeros((height, width, 3), np.uint8), format="rgb24")
+                frame = frame.reformat(format="yuv420p")
+                frame.pts, frame.time_base = i, Fraction(1, 10)
+                for packet in encoder.encode(frame):
+                    packet.stream = stream
+                    container.mux(packet)
+            for packet in encoder.encode(None):
+                packet.stream = stream
+                container.mux(packet)
+    return buf.getvalue()

@@ -162,3 +162,42 @@ def test_videos_only_from_users_and_not_for_text_only_models(serve, smollm2_engi
     assert resp.status_code == 400
     assert resp.json()["error"]["message"] == "this model does not accept images: it is a text-only model"
     assert resp.json()["error"]["param"] == "messages.0.content"
+
+
+def test_a_concat_script_is_a_400_and_never_reads_the_file(serve, tmp_path, monkeypatch):
+    (tmp_path / "secret.mp4").write_bytes(clip_bytes(tint=201))
+    monkeypatch.chdir(tmp_path)  # where the server would find the file the script names
+    resp = post(serve(), video_message(video_url(b"ffconcat version 1.0\nfile secret.mp4\n")))
+    assert resp.status_code == 400
+    error = resp.json()["error"]
+    assert "refused" in error["message"] and error["param"] == FIELD
+
+
+def test_media_parts_and_frames_per_request_are_capped(serve):
+    from mlxctl.server.images import MAX_MEDIA_PARTS, MAX_REQUEST_FRAMES
+
+    base, url = serve(), video_url(clip_bytes(tint=14))
+    part = {"type": "video_url", "video_url": {"url": url, "max_frames": 1}}
+    many = [{"role": "user", "content": [part] * (MAX_MEDIA_PARTS + 1) + [{"type": "text", "text": "Hi"}]}]
+    resp = post(base, many)
+    assert resp.status_code == 400, resp.text
+    error = resp.json()["error"]
+    assert error["code"] == "too_many_media_parts" and f"at most {MAX_MEDIA_PARTS}" in error["message"]
+    assert error["param"] == f"messages.0.content.{MAX_MEDIA_PARTS}.video_url.url"
+
+    big = {"type": "video_url", "video_url": {"url": url, "max_frames": 32}}
+    count = MAX_REQUEST_FRAMES // 32 + 1
+    resp = post(base, [{"role": "user", "content": [big] * count}])
+    assert resp.status_code == 400, resp.text
+    error = resp.json()["error"]
+    assert error["code"] == "too_many_video_frames" and f"at most {MAX_REQUEST_FRAMES}" in error["message"]
+    assert error["param"] == f"messages.0.content.{count - 1}.video_url.url"
+    within = post(base, [{"role": "user", "content": [big] * (count - 1)}])  # exactly the limit
+    assert within.status_code == 200, within.text
+
+
+def test_an_unreadable_local_file_is_a_400(serve, tmp_path):
+    url = f"file://{tmp_path / ('v' * 300 + '.mp4')}"  # inside the folder, but no such name can exist
+    resp = post(serve(allowed_local_media_path=str(tmp_path)), video_message(url))
+    assert resp.status_code == 400, resp.text
+    assert "File name too long" in resp.json()["error"]["message"] and resp.json()["error"]["param"] == FIELD

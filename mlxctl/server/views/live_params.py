@@ -2,7 +2,9 @@
 
 The request body is the audio itself, so everything else comes in the query string; a bad or
 unknown parameter is a 400 in OpenAI's error shape whose ``param`` names it, before any audio
-is read.
+is read. The session's wall-clock limit (:func:`session_limit`) is derived, not a parameter:
+``idle_timeout_s`` restarts with every chunk and ``max_s`` counts audio seconds, so without it a
+client sending two bytes every few seconds would hold the connection open for ever.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from mlxctl.server.errors import ApiError
 
 MAX_S = 3600.0  # the longest live input (max_s may lower it)
 IDLE_S = (1.0, 30.0, 600.0)  # seconds without audio before the stream is dropped: least, default, most
+MIN_SESSION_S = 60.0  # the shortest wall-clock limit a session gets, however small max_s is
 NAMES = ("format", "sample_rate", "channels", "chunk_s", "language", "prompt", "temperature", "model",
          "max_s", "idle_timeout_s")
 N = TypeVar("N", int, float)
@@ -35,6 +38,14 @@ class LiveParams:
     model: str | None = None
     max_s: float = MAX_S
     idle_s: float = IDLE_S[1]
+    session_s: float = 2 * MAX_S  # wall-clock seconds the session may last (set by session_limit)
+
+
+def session_limit(max_s: float, request_timeout_s: float) -> float:
+    """Wall-clock seconds a live session may last: twice its audio limit (live audio arrives in
+    real time; the rest is room for a slow sender and the transcription), at least a minute, and
+    never longer than the server's request timeout (serve --request-timeout)."""
+    return min(max(2 * max_s, MIN_SESSION_S), request_timeout_s)
 
 
 def read_params(query: Mapping[str, str]) -> LiveParams:

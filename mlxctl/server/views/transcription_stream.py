@@ -8,6 +8,8 @@ each is transcribed on the speech-to-text model's own thread as soon as it is fu
 segments go out as ``transcript.text.delta`` events with their times, then
 ``transcript.text.done``. Parameters travel in the query string, since the body is the audio.
 Problems found before the first event are HTTP errors; later ones are an ``error`` event.
+Besides ``max_s`` (audio seconds) and ``idle_timeout_s`` (between chunks), a session ends after
+a wall-clock limit (``live_params.session_limit``), however the audio trickles in.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from mlxctl.audio.pcm_stream import PcmStream
 from mlxctl.audio.transcribe import Segment
 from mlxctl.errors import BadInputError, MlxctlError
 from mlxctl.server.errors import ApiError
-from mlxctl.server.views.live_params import LiveParams, read_params
+from mlxctl.server.keys import SETTINGS
+from mlxctl.server.views.live_params import LiveParams, read_params, session_limit
 from mlxctl.server.views.transcriptions import STT, SttService, check_model
 
 log = logging.getLogger("mlxctl.server")
@@ -77,6 +80,7 @@ async def transcription_socket(request: web.Request) -> web.StreamResponse:
 async def _open(request: web.Request) -> tuple[SttService, LiveParams]:
     """The parameters checked and the model loaded: every error here is still an HTTP status."""
     params = read_params(request.query)
+    params.session_s = session_limit(params.max_s, request.app[SETTINGS].request_timeout_s)
     service: SttService = request.app[STT]
     check_model(service, params.model)
 
@@ -88,10 +92,25 @@ async def _open(request: web.Request) -> tuple[SttService, LiveParams]:
 
 
 async def run_session(service: SttService, params: LiveParams, chunks: AsyncIterator[bytes], emit: Emit) -> None:
-    """Feed the chunks to the windower; transcribe each full window; emit its segments; done."""
+    """Feed the chunks to the windower; transcribe each full window; emit its segments; done.
+    All of it within ``params.session_s`` seconds of wall-clock time."""
     live = LiveInput(PcmStream(params.format, params.sample_rate, params.channels), params.chunk_s)
     transcript = LiveTranscript(params.language, params.prompt, params.temperature)
+    try:
+        async with asyncio.timeout(params.session_s):
+            await _feed(service, params, chunks, emit, live, transcript)
+    except TimeoutError:  # only this limit's: _feed turns every other failure into an ApiError
+        raise ApiError(408, f"the session lasted longer than its limit of {params.session_s:g} s (twice max_s, "
+                            "at least 60 s, at most the server's request timeout)", param="max_s",
+                       code="session_too_long") from None
+    segments = [{"id": s.id, "start": s.start, "end": s.end, "text": s.text} for s in transcript.segments]
+    await emit({"type": "transcript.text.done", "text": transcript.text, "logprobs": None,
+                "duration": round(live.seconds, 3), "segments": segments,
+                "usage": {"type": "duration", "seconds": max(1, math.ceil(live.seconds))}})
 
+
+async def _feed(service: SttService, params: LiveParams, chunks: AsyncIterator[bytes], emit: Emit,
+                live: LiveInput, transcript: LiveTranscript) -> None:
     async def transcribe(windows: list) -> None:
         for window in windows:
             for segment in await service.call(transcript.transcribe, window):
@@ -113,10 +132,6 @@ async def run_session(service: SttService, params: LiveParams, chunks: AsyncIter
     except Exception as exc:  # the model thread failed: an error event, not a broken stream
         log.exception("stt stream: transcription failed")
         raise ApiError(500, f"the transcription failed: {type(exc).__name__}: {exc}") from exc
-    segments = [{"id": s.id, "start": s.start, "end": s.end, "text": s.text} for s in transcript.segments]
-    await emit({"type": "transcript.text.done", "text": transcript.text, "logprobs": None,
-                "duration": round(live.seconds, 3), "segments": segments,
-                "usage": {"type": "duration", "seconds": max(1, math.ceil(live.seconds))}})
 
 
 def _delta(segment: Segment, *, first: bool) -> dict:
