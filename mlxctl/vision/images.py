@@ -19,6 +19,7 @@ from mlxctl.errors import BadInputError
 FORMATS = ("PNG", "JPEG", "WEBP", "GIF", "BMP", "TIFF")
 MAX_IMAGE_BYTES = 20 * 1024 * 1024
 MAX_IMAGE_PIXELS = 40_000_000  # about 6300 x 6300
+MAX_KEPT_SIDE = 2048  # decoded images are kept at most this long a side (processors need far less)
 
 
 class ImageError(BadInputError):
@@ -64,7 +65,10 @@ def decode_image(data: bytes, where: str, limits: ImageLimits = ImageLimits()) -
                 raise ImageError(where, f"the image is {width}x{height} pixels, more than the "
                                         f"{limits.max_pixels} allowed")
             img.seek(0)
+            img.draft("RGB", (MAX_KEPT_SIDE, MAX_KEPT_SIDE))  # JPEG: decode at a reduced scale already
             rgb = to_rgb(img)
+            if max(rgb.size) > MAX_KEPT_SIDE:  # a request holds up to 16: ~12 MB each, not ~120
+                rgb.thumbnail((MAX_KEPT_SIDE, MAX_KEPT_SIDE), Image.Resampling.BICUBIC)
     except ImageError:
         raise
     except (OSError, SyntaxError, ValueError, Image.DecompressionBombError, EOFError) as exc:

@@ -184,3 +184,14 @@ def test_embed_splices_features_over_their_span():
         parts = [adapter.embed(tokens[:cut], 0, spans, feats), adapter.embed(tokens[cut:], cut, spans, feats)]
         assert mx.concatenate(parts).tolist() == whole.tolist()
     assert adapter.embed(tokens[4:] + [5], 4, spans, [None]).tolist() == table[mx.array([2, 3, 5])].tolist()
+
+
+def test_large_images_are_kept_at_a_bounded_size():
+    from mlxctl.vision.images import MAX_KEPT_SIDE
+
+    wide = decode_image(png_bytes(3, (3000, 1000)), "x")
+    assert wide.size == (MAX_KEPT_SIDE, round(1000 * MAX_KEPT_SIDE / 3000))
+    jpeg = decode_image(png_bytes(4, (4100, 300), fmt="JPEG"), "x")
+    assert max(jpeg.size) == MAX_KEPT_SIDE and jpeg.image.mode == "RGB"
+    small = decode_image(png_bytes(5, (80, 60)), "x")
+    assert small.size == (80, 60)  # never enlarged
