@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mlxctl.cli.model import _media_kind
+from mlxctl.cli.model_qualify import _media_kind
 
 
 def test_catalog_kinds_pick_their_scorecards():
