@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -115,58 +115,79 @@ def serve(
     requests in flight and exits 0.
     """
     ensure_fast_blas()
-    from mlxctl.engine.prefix_config import PrefixConfig
-    from mlxctl.server.settings import ServeSettings
+    _check_flags(log_format, prefix_cache_bits, prefix_cache, cache_dir, warm_prompts, log_file, tui)
+    (first_name, first), extras = split_models(model)
+    settings = _settings(
+        host=host, port=port, model_name=served_model_name or first_name or default_name(first),
+        api_key=read_api_key(api_key, api_key_file, _from_flag(ctx, "api_key")), auth_health=auth_health,
+        cors_origins=tuple(cors_origin or ()), max_body_bytes=int(max_body_mb * 1024 * 1024),
+        rate_limit_per_minute=rate_limit, max_waiting=max_waiting, request_timeout_s=request_timeout,
+        stream_interval=stream_interval, drain_grace_s=drain_grace, log_format=log_format,
+        warm_prompts=warm_prompts, warm_prompts_concurrency=warm_prompts_concurrency,
+        tool_call_parser=tool_call_parser, reasoning_parser=reasoning_parser, mcp_config=mcp_config,
+        mcp_max_rounds=mcp_max_rounds, mcp_audit_log=mcp_audit_log, embedding_model=embedding_model,
+        stt_model=stt_model, tts_model=tts_model, allowed_local_media_path=allowed_local_media_path,
+    )
+    prefix = _prefix_config(prefix_cache, prefix_block_size, prefix_cache_gb, prefix_cache_bits, cache_dir, cache_dir_gb)
+    _check_names(settings.model_name, extras, pin)
+    from mlxctl.server.residency import parse_keep_alive
 
-    from mlxctl.server.warm import load_warm_prompts
+    residency = (extras, int(max_loaded_gb * (1 << 30)), parse_keep_alive(keep_alive, "--keep-alive"), tui,
+                 str(log_file) if log_file else None, frozenset(pin or ()))
+    check_serve_options(tensor_parallel, extra_models=len(extras), cache_dir=cache_dir)
+    _execute(output_for(ctx), first, (dtype, load_format, moe_top_k), settings, max_num_seqs,
+             (prefill_chunk, prefix, max_retries, tensor_parallel), residency)
 
+
+def _check_flags(log_format: str, bits: int, prefix_cache: bool, cache_dir: Path | None, warm_prompts: Path | None,
+                 log_file: Path | None, tui: bool) -> None:
+    """Flag values and combinations refused before anything is read or loaded."""
     if log_format not in LOG_FORMATS:
         raise BadInputError(f"unknown log format {log_format!r}", hint="use human or json")
-    if prefix_cache_bits not in (0, 4, 8):
-        raise BadInputError(f"--prefix-cache-bits must be 0, 4 or 8, got {prefix_cache_bits}")
+    if bits not in (0, 4, 8):
+        raise BadInputError(f"--prefix-cache-bits must be 0, 4 or 8, got {bits}")
     if (cache_dir or warm_prompts) and not prefix_cache:
         raise BadInputError("--cache-dir and --warm-prompts need the prefix cache", hint="drop --no-prefix-cache")
+    if log_file is not None and not tui:
+        raise BadInputError("--log-file goes with --tui (without it, request logs go to stderr)")
+    if tui and not sys.stdout.isatty():
+        raise BadInputError("'serve --tui' needs a terminal", hint="drop --tui, and watch it with mlxctl top")
+
+
+def _settings(*, warm_prompts: Path | None, tool_call_parser: str, reasoning_parser: str, mcp_config: Path | None,
+              mcp_audit_log: Path | None, embedding_model: str | None, stt_model: str | None, tts_model: str | None,
+              allowed_local_media_path: Path | None, **plain) -> Any:
+    """ServeSettings, the files read and the references checked (``plain``: fields taken as given)."""
+    from mlxctl.server.settings import ServeSettings
+    from mlxctl.server.warm import load_warm_prompts
+
     warm = tuple(load_warm_prompts(warm_prompts)) if warm_prompts else ()
     check_parsers(tool_call_parser, reasoning_parser)
     mcp = check_mcp_options(mcp_config, mcp_audit_log)
     check_embedding_model(embedding_model)
     check_stt_model(stt_model)
     check_tts_model(tts_model)
-    from mlxctl.server.residency import parse_keep_alive
-
-    (first_name, first), extras = split_models(model)
-    keep_alive_s = parse_keep_alive(keep_alive, "--keep-alive")
-    settings = ServeSettings(
-        host=host, port=port, model_name=served_model_name or first_name or default_name(first),
-        api_key=read_api_key(api_key, api_key_file, _from_flag(ctx, "api_key")), auth_health=auth_health,
-        cors_origins=tuple(cors_origin or ()), max_body_bytes=int(max_body_mb * 1024 * 1024),
-        rate_limit_per_minute=rate_limit, max_waiting=max_waiting, request_timeout_s=request_timeout,
-        stream_interval=stream_interval, drain_grace_s=drain_grace, log_format=log_format,
-        warm_prompts=warm, warm_prompts_concurrency=warm_prompts_concurrency,
-        tool_call_parser=tool_call_parser, reasoning_parser=reasoning_parser,
-        mcp_config=mcp, mcp_max_rounds=mcp_max_rounds, mcp_audit_log=str(mcp_audit_log.expanduser()) if mcp_audit_log else None,
+    return ServeSettings(
+        warm_prompts=warm, tool_call_parser=tool_call_parser, reasoning_parser=reasoning_parser, mcp_config=mcp,
+        mcp_audit_log=str(mcp_audit_log.expanduser()) if mcp_audit_log else None,
         embedding_model=embedding_model.strip() if embedding_model else None,
-        stt_model=stt_model.strip() if stt_model else None,
-        tts_model=tts_model.strip() if tts_model else None,
-        allowed_local_media_path=check_media_path(allowed_local_media_path),
-    )
-    prefix = PrefixConfig(enabled=prefix_cache, block_size=prefix_block_size, max_bytes=int(prefix_cache_gb * (1 << 30)),
-                          bits=prefix_cache_bits, cache_dir=str(cache_dir) if cache_dir else None,
-                          disk_max_bytes=int(cache_dir_gb * (1 << 30)))
-    if settings.model_name in dict(extras):
-        raise BadInputError(f"two models are served as {settings.model_name!r}", hint="name them with -m NAME=MODEL")
-    if log_file is not None and not tui:
-        raise BadInputError("--log-file goes with --tui (without it, request logs go to stderr)")
-    if tui and not sys.stdout.isatty():
-        raise BadInputError("'serve --tui' needs a terminal", hint="drop --tui, and watch it with mlxctl top")
+        stt_model=stt_model.strip() if stt_model else None, tts_model=tts_model.strip() if tts_model else None,
+        allowed_local_media_path=check_media_path(allowed_local_media_path), **plain)
+
+
+def _prefix_config(enabled: bool, block_size: int, gb: float, bits: int, cache_dir: Path | None, dir_gb: float):
+    from mlxctl.engine.prefix_config import PrefixConfig
+
+    return PrefixConfig(enabled=enabled, block_size=block_size, max_bytes=int(gb * (1 << 30)), bits=bits,
+                        cache_dir=str(cache_dir) if cache_dir else None, disk_max_bytes=int(dir_gb * (1 << 30)))
+
+
+def _check_names(served: str, extras: list[tuple[str, str]], pin: list[str] | None) -> None:
+    if served in dict(extras):
+        raise BadInputError(f"two models are served as {served!r}", hint="name them with -m NAME=MODEL")
     unknown = sorted(set(pin or ()) - {name for name, _ in extras})
     if unknown:
         raise BadInputError(f"--pin {unknown[0]}: not an extra model", hint="pin the names given as -m NAME=MODEL after the first")
-    residency = (extras, int(max_loaded_gb * (1 << 30)), keep_alive_s, tui, str(log_file) if log_file else None,
-                 frozenset(pin or ()))
-    check_serve_options(tensor_parallel, extra_models=len(extras), cache_dir=cache_dir)
-    _execute(output_for(ctx), first, (dtype, load_format, moe_top_k), settings, max_num_seqs,
-             (prefill_chunk, prefix, max_retries, tensor_parallel), residency)
 
 
 def split_models(models: list[str] | None) -> tuple[tuple[str | None, str | None], list[tuple[str, str]]]:
