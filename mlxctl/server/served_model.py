@@ -27,6 +27,14 @@ def check_model(request: web.Request, name: str) -> None:
                        param="model", code="model_not_found")
 
 
+def check_side_model(name: str | None, served: str, aliases: tuple[str, ...], doing: str) -> None:
+    """A model named in a request to a one-model endpoint (speech, transcription): the served
+    model or one of OpenAI's ids for that job; a 404 otherwise."""
+    if name is not None and name not in (served, *aliases):
+        raise ApiError(404, f"model '{name}' not found: this server {doing} with '{served}' "
+                            f"(or say {', '.join(aliases)})", param="model", code="model_not_found")
+
+
 async def use_model(request: web.Request, name: str, keep_alive: Any = None) -> Any:
     """The engine for ``name``, loaded (a pool model is leased until the response is done)."""
     check_model(request, name)

@@ -27,6 +27,7 @@ from aiohttp import web
 from mlxctl.audio.encode import ENCODED
 from mlxctl.errors import MlxctlError
 from mlxctl.server.errors import ApiError
+from mlxctl.server.served_model import check_side_model
 from mlxctl.server.keys import SETTINGS
 from mlxctl.server.model_thread import ModelThread
 
@@ -145,9 +146,7 @@ def _voice_field(value: Any) -> str | None:
 
 
 def check_tts_model(service: TtsService, name: str | None) -> None:
-    if name is not None and name not in (service.name, *TTS_OPENAI_IDS):
-        raise ApiError(404, f"model '{name}' not found: this server speaks with '{service.name}' "
-                            f"(or say {', '.join(TTS_OPENAI_IDS)})", param="model", code="model_not_found")
+    check_side_model(name, service.name, TTS_OPENAI_IDS, "speaks")
 
 
 async def voices(request: web.Request) -> web.Response:

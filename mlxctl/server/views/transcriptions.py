@@ -28,6 +28,7 @@ from aiohttp import BodyPartReader, web
 
 from mlxctl.errors import MlxctlError
 from mlxctl.server.errors import ApiError
+from mlxctl.server.served_model import check_side_model
 from mlxctl.server.keys import SETTINGS
 from mlxctl.server.model_thread import ModelThread
 
@@ -166,9 +167,7 @@ def _check(audio: bytes, filename: str, values: dict[str, list[str]]) -> Transcr
 
 
 def check_model(service: SttService, name: str | None) -> None:
-    if name is not None and name not in (service.name, *OPENAI_IDS):
-        raise ApiError(404, f"model '{name}' not found: this server transcribes with '{service.name}' "
-                            f"(or say {', '.join(OPENAI_IDS)})", param="model", code="model_not_found")
+    check_side_model(name, service.name, OPENAI_IDS, "transcribes")
 
 
 # --- the handler ----------------------------------------------------------------------------
