@@ -42,15 +42,21 @@ def llava_loaded(llava_dir):
     return load_model(llava_dir)
 
 
-@pytest.fixture(scope="session")
-def vision_engine(llava_loaded):
-    """One engine on the test model, shared (prefix blocks of 16 tokens, so short prompts cache)."""
+def engine_on(loaded):
+    """An engine on a loaded test model, as a generator for fixtures (prefix blocks of 16
+    tokens, so short prompts cache)."""
     from mlxctl.engine.engine import Engine, EngineConfig
     from mlxctl.engine.prefix_config import PrefixConfig
 
-    engine = Engine(lambda: llava_loaded, EngineConfig(prefix=PrefixConfig(block_size=16))).start()
+    engine = Engine(lambda: loaded, EngineConfig(prefix=PrefixConfig(block_size=16))).start()
     yield engine
     engine.shutdown()
+
+
+@pytest.fixture(scope="session")
+def vision_engine(llava_loaded):
+    """One engine on the LLaVA test model, shared."""
+    yield from engine_on(llava_loaded)
 
 
 @pytest.fixture

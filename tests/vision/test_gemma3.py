@@ -10,7 +10,7 @@ import openai
 import pytest
 
 from tests.vision.build_gemma3 import TOKENS_PER_IMAGE, build_gemma3
-from tests.vision.conftest import data_url, png_bytes
+from tests.vision.conftest import data_url, engine_on, png_bytes
 
 
 @pytest.fixture(scope="module")
@@ -27,12 +27,7 @@ def gemma3_loaded(gemma3_dir):
 
 @pytest.fixture(scope="module")
 def gemma3_engine(gemma3_loaded):
-    from mlxctl.engine.engine import Engine, EngineConfig
-    from mlxctl.engine.prefix_config import PrefixConfig
-
-    engine = Engine(lambda: gemma3_loaded, EngineConfig(prefix=PrefixConfig(block_size=16))).start()
-    yield engine
-    engine.shutdown()
+    yield from engine_on(gemma3_loaded)
 
 
 def test_a_gemma3_folder_gets_its_vision_tower(gemma3_loaded):
