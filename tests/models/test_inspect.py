@@ -249,7 +249,7 @@ def test_truncated_gguf(tmp_path, tiny_gguf):
 
 
 def test_gguf_quantization_summary():
-    from mlxctl.models.inspect import _gguf_quantization
+    from mlxctl.models.inspect_gguf import _gguf_quantization
 
     tensors = {"a": ("Q4_K", (256, 256)), "b": ("Q6_K", (256, 16)), "n": ("F32", (256,))}
     q = _gguf_quantization(tensors)
