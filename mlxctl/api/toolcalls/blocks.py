@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
-from mlxctl.api.toolcalls.base import ToolParser, _Call
-from mlxctl.api.toolcalls.jsonstream import CallObjectReader
+from collections.abc import Callable
+from typing import Any
+
+from mlxctl.api.toolcalls.base import ToolParser, _Call, parameters_schema
+from mlxctl.api.toolcalls.jsonstream import ArgsReader, CallObjectReader
+from mlxctl.api.toolcalls.values import ArgumentsWriter, convert_value, property_schema
 
 MAX_NAME = 256  # the longest function or parameter name a tag may hold
 
@@ -52,6 +56,67 @@ class BlockParser(ToolParser):
         self._state = self._after_skip
         return True
 
+    def _process(self, final: bool) -> None:
+        while self._step(final):
+            pass
+
+    def _step(self, final: bool) -> bool:
+        """One step in the current state, read by its method ``_in_<state>``; False to wait."""
+        return getattr(self, "_in_" + self._state)(final)
+
+    def _in_skip(self, final: bool) -> bool:
+        return self._skip(final)
+
+    def _give_up(self, final: bool) -> bool:
+        """Release the malformed block (see :meth:`_fail`) and go on: a state method's return."""
+        self._fail(final)
+        return True
+
+    def _then(self, got: Any, final: bool, use: Callable[[Any], None]) -> bool:
+        """A state method's end, after a read that ``got`` False (wait for more text), None (the
+        block is malformed: release it) or its value (passed to ``use``; reading goes on).
+        """
+        if got is False:
+            return False
+        if got is None:
+            return self._give_up(final)
+        use(got)
+        return True
+
+    def _block_start(self, marker: str, state: str, final: bool) -> bool:
+        """State ``text``: release content up to ``marker``, then read the block in ``state``."""
+        if self._scan((marker,), final) is None:
+            return False
+        self._raw = [marker]
+        self._state = state
+        return True
+
+    def _name_end(self, stop: str, final: bool) -> int | None | bool:
+        """Where ``stop`` ends the name the buffer starts with.
+
+        False to wait for more; None when it does not come within ``MAX_NAME`` characters (or at
+        all, with ``final``).
+        """
+        end = self._buf.find(stop, 0, MAX_NAME + 1)
+        if end != -1:
+            return end
+        return None if final or len(self._buf) > MAX_NAME else False
+
+    def _read_on(self, reader: ArgsReader | CallObjectReader, final: bool) -> bool | None:
+        """Feed the buffer to a streaming reader (it keeps what it takes).
+
+        True when its value is done (the block's text is then spent), False to wait for more,
+        None when it failed and the block was released.
+        """
+        self._buf = self._buf[reader.feed(self._buf) :]
+        if reader.status == "done":
+            self._raw = []
+            return True
+        if reader.status == "error" or final:
+            self._fail(final)
+            return None
+        return False
+
     def _lead(self, tags: tuple[str, ...], final: bool) -> str | None | bool:
         """Skip whitespace, then which of ``tags`` starts the buffer (not consumed).
 
@@ -88,6 +153,33 @@ class BlockParser(ToolParser):
         return text
 
 
+class ValuesBlockParser(BlockParser):
+    """A block format whose arguments are text values, each converted to the type the tool's
+    schema gives it and written as one member of the call's arguments object (GLM-4,
+    Qwen3-Coder).
+    """
+
+    def __init__(self, tools: list[dict] | None = None):
+        super().__init__(tools)
+        self._writer = ArgumentsWriter()
+
+    def _begin_call(self, name: str, state: str) -> None:
+        self._call = self._open_call(name)
+        self._writer = ArgumentsWriter()
+        self._state = state
+
+    def _emit_member(self, key: str, text: str) -> None:
+        schema = property_schema(parameters_schema(self._functions.get(self._call.name)), key)
+        self._emit_args(self._call, self._writer.member(key, convert_value(text, schema)))
+
+    def _end_call(self, state: str) -> None:
+        """The call is complete: close its arguments object, then read on in ``state``."""
+        self._emit_args(self._call, self._writer.close())
+        self._close_call(self._call)
+        self._call, self._raw = None, []
+        self._state = state
+
+
 class CallArrayParser(BlockParser):
     """A format whose calls are a JSON array of call objects after a marker (Mistral, Granite).
 
@@ -105,6 +197,19 @@ class CallArrayParser(BlockParser):
             self._raw.append("".join(self._reader.raw))
             self._reader = None
         super()._fail(final)
+
+    def _open_calls(self, final: bool) -> str | None | bool:
+        """State ``start``: ``[`` opens an array of calls, ``{`` a single call object.
+
+        Returns the one found, False to wait for more text, None when neither comes.
+        """
+        tag = self._lead(("[", "{"), final)
+        if tag == "[":
+            self._consume(1)
+            self._state = "array"
+        elif tag == "{":
+            self._start_object("text")
+        return tag
 
     def _start_object(self, after: str) -> None:
         self._reader = CallObjectReader(self)

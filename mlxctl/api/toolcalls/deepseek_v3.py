@@ -53,64 +53,68 @@ class DeepSeekV3Parser(SectionParser):
         return "fence_close" if self._fenced else "call_end"
 
     def _call_step(self, state: str, final: bool) -> bool:
-        if state == "kind":
-            kind = self._until(SEP, final, limit=MAX_NAME)
-            if kind is False:
-                return False
-            if kind is None:
-                self._fail(final)
-                return True
-            self._kind = kind.strip()
-            self._state = "after_sep"
-        elif state == "after_sep":
-            head = self._buf.lstrip()
-            if not head and not final:
-                return False
-            if self._kind == "function" and head[:1] != "{":
-                self._state = "v3_name"
-            elif _valid_name(self._kind):
-                self._fenced = False
-                self._start_args(self._kind)
-            else:
-                self._fail(final)
-        elif state == "v3_name":
-            buf = self._buf
-            ends = [i for i in (buf.find("\n", 0, MAX_NAME), buf.find("`", 0, MAX_NAME)) if i != -1]
-            if not ends:
-                if final or len(buf) >= MAX_NAME:
-                    self._fail(final)
-                    return True
-                return False
-            name = buf[: min(ends)].strip()
-            if not _valid_name(name):
-                self._fail(final)
-                return True
-            self._consume(min(ends))
-            self._state = "fence_open"
-            self._kind = name
-        elif state == "fence_open":
-            tag = self._lead((FENCE, "{"), final)
-            if tag is False:
-                return False
-            if tag is None:
-                self._fail(final)
-                return True
-            self._fenced = tag == FENCE
-            if self._fenced:
-                rest = self._buf[len(FENCE) :]
-                # the fence's language tag (json) runs to the end of the line
-                newline = rest.find("\n", 0, 32)
-                if newline == -1:
-                    if final or len(rest) >= 32:
-                        self._fail(final)
-                        return True
-                    return False
-                self._consume(len(FENCE) + newline + 1)
+        return self._step(final)  # the state's method, ``_in_<state>``
+
+    def _in_kind(self, final: bool) -> bool:
+        return self._then(self._until(SEP, final, limit=MAX_NAME), final, self._got_kind)
+
+    def _got_kind(self, kind: str) -> None:
+        self._kind = kind.strip()
+        self._state = "after_sep"
+
+    def _in_after_sep(self, final: bool) -> bool:
+        head = self._buf.lstrip()
+        if not head and not final:
+            return False
+        if self._kind == "function" and head[:1] != "{":
+            self._state = "v3_name"
+        elif _valid_name(self._kind):
+            self._fenced = False
             self._start_args(self._kind)
-        elif state == "fence_close":
-            if self._expect((FENCE,), final) is False:
-                return False
-            self._state = "call_end"
         else:
-            return super()._call_step(state, final)
+            self._fail(final)
+        return True
+
+    def _in_v3_name(self, final: bool) -> bool:
+        buf = self._buf
+        ends = [i for i in (buf.find("\n", 0, MAX_NAME), buf.find("`", 0, MAX_NAME)) if i != -1]
+        if not ends:
+            return self._give_up(final) if final or len(buf) >= MAX_NAME else False
+        name = buf[: min(ends)].strip()
+        if not _valid_name(name):
+            return self._give_up(final)
+        self._consume(min(ends))
+        self._state = "fence_open"
+        self._kind = name
+        return True
+
+    def _in_fence_open(self, final: bool) -> bool:
+        tag = self._lead((FENCE, "{"), final)
+        if tag is False:
+            return False
+        if tag is None:
+            return self._give_up(final)
+        self._fenced = tag == FENCE
+        line = self._fence_line(final) if self._fenced else 0
+        if line is False:
+            return False
+        if line is None:
+            return self._give_up(final)
+        self._consume(line)
+        self._start_args(self._kind)
+        return True
+
+    def _fence_line(self, final: bool) -> int | None | bool:
+        """The length of the opening fence and its language tag (json) line, which runs to the
+        end of the line; False to wait for more, None when the line is too long.
+        """
+        newline = self._buf.find("\n", len(FENCE), len(FENCE) + 32)
+        if newline != -1:
+            return newline + 1
+        return None if final or len(self._buf) - len(FENCE) >= 32 else False
+
+    def _in_fence_close(self, final: bool) -> bool:
+        if self._expect((FENCE,), final) is False:
+            return False
+        self._state = "call_end"
         return True

@@ -13,9 +13,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from mlxctl.api.toolcalls.base import parameters_schema
-from mlxctl.api.toolcalls.blocks import MAX_NAME, BlockParser
-from mlxctl.api.toolcalls.values import ArgumentsWriter, convert_value, property_schema
+from mlxctl.api.toolcalls.blocks import ValuesBlockParser
 
 START = "<tool_call>"
 END = "</tool_call>"
@@ -25,85 +23,64 @@ VALUE = "<arg_value>"
 VALUE_END = "</arg_value>"
 
 
-class Glm4Parser(BlockParser):
+def _nonblank(key: str | None | bool) -> str | None | bool:
+    """A key as read, stripped; a blank key is malformed (None)."""
+    return (key.strip() or None) if isinstance(key, str) else key
+
+
+class Glm4Parser(ValuesBlockParser):
     name: ClassVar[str] = "glm4"
     _end = END
 
     def __init__(self, tools: list[dict] | None = None):
         super().__init__(tools)
-        self._writer = ArgumentsWriter()
         self._key = ""
 
-    def _process(self, final: bool) -> None:
-        while True:
-            state = self._state
-            if state == "text":
-                if self._scan((START,), final) is None:
-                    return
-                self._raw = [START]
-                self._state = "name"
-            elif state == "name":
-                buf = self._buf
-                end = buf.find("<", 0, MAX_NAME + 1)
-                if end == -1:
-                    if final or len(buf) > MAX_NAME:
-                        self._fail(final)
-                        continue
-                    return
-                name = buf[:end].strip()
-                if not name or any(c.isspace() for c in name):
-                    self._fail(final)
-                    continue
-                self._consume(end)
-                self._call = self._open_call(name)
-                self._writer = ArgumentsWriter()
-                self._state = "args"
-            elif state == "args":
-                tag = self._lead((KEY, END), final)
-                if tag is False:
-                    return
-                if tag is None:
-                    self._fail(final)
-                elif tag == KEY:
-                    self._consume(len(KEY))
-                    self._state = "key"
-                else:
-                    self._consume(len(END))
-                    self._emit_args(self._call, self._writer.close())
-                    self._close_call(self._call)
-                    self._call, self._raw = None, []
-                    self._state = "text"
-            elif state == "key":
-                key = self._until(KEY_END, final)
-                if key is False:
-                    return
-                if key is None or not key.strip():
-                    self._fail(final)
-                    continue
-                self._key = key.strip()
-                self._state = "value_open"
-            elif state == "value_open":
-                tag = self._lead((VALUE,), final)
-                if tag is False:
-                    return
-                if tag is None:
-                    self._fail(final)
-                    continue
-                self._consume(len(VALUE))
-                self._state = "value"
-            elif state == "value":
-                value = self._until(VALUE_END, final, limit=None)
-                if value is False:
-                    return
-                if value is None:
-                    self._fail(final)
-                    continue
-                schema = property_schema(
-                    parameters_schema(self._functions.get(self._call.name)), self._key
-                )
-                self._emit_args(
-                    self._call, self._writer.member(self._key, convert_value(value, schema))
-                )
-                self._state = "args"
-            elif not self._skip(final):
-                return
+    def _in_text(self, final: bool) -> bool:
+        return self._block_start(START, "name", final)
+
+    def _in_name(self, final: bool) -> bool:
+        end = self._name_end("<", final)
+        if end is False:
+            return False
+        name = None if end is None else self._buf[:end].strip()
+        if not name or any(c.isspace() for c in name):
+            return self._give_up(final)
+        self._consume(end)
+        self._begin_call(name, "args")
+        return True
+
+    def _in_args(self, final: bool) -> bool:
+        tag = self._lead((KEY, END), final)
+        if tag is False:
+            return False
+        if tag is None:
+            return self._give_up(final)
+        self._consume(len(tag))
+        if tag == KEY:
+            self._state = "key"
+        else:
+            self._end_call("text")
+        return True
+
+    def _in_key(self, final: bool) -> bool:
+        key = self._until(KEY_END, final)
+        return self._then(_nonblank(key), final, self._got_key)
+
+    def _got_key(self, key: str) -> None:
+        self._key = key
+        self._state = "value_open"
+
+    def _in_value_open(self, final: bool) -> bool:
+        return self._then(self._lead((VALUE,), final), final, self._got_value_open)
+
+    def _got_value_open(self, tag: str) -> None:
+        self._consume(len(tag))
+        self._state = "value"
+
+    def _in_value(self, final: bool) -> bool:
+        return self._then(self._until(VALUE_END, final, limit=None), final, self._got_value)
+
+    def _got_value(self, value: str) -> None:
+        self._emit_member(self._key, value)
+        self._state = "args"

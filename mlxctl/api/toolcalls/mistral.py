@@ -39,69 +39,64 @@ class MistralParser(CallArrayParser):
             self._args = None
         super()._fail(final)
 
-    def _process(self, final: bool) -> None:
-        while True:
-            state = self._state
-            if state == "text":
-                if self._scan((MARKER,), final) is None:
-                    return
-                self._raw = [MARKER]
-                self._state = "start"
-            elif state == "start":
-                tag = self._lead(("[", "{"), final)
-                if tag is False:
-                    return
-                if tag == "[":
-                    self._consume(1)
-                    self._state = "array"
-                elif tag == "{":
-                    self._start_object("text")
-                else:
-                    self._state = "name"
-            elif state == "name":
-                buf = self._buf
-                end = buf.find("[", 0, MAX_NAME + 1)
-                if end == -1:
-                    if final or len(buf) > MAX_NAME:
-                        self._fail(final)
-                        continue
-                    return
-                rest = buf[end:]
-                tag = next((t for t in (ARGS, CALL_ID) if rest.startswith(t)), None)
-                if tag is None:
-                    if not final and any(t.startswith(rest) for t in (ARGS, CALL_ID)):
-                        return
-                    self._fail(final)
-                    continue
-                name = buf[:end].strip()
-                if not name or any(c.isspace() or c in '{}[]"' for c in name):
-                    self._fail(final)
-                    continue
-                self._consume(end + len(tag))
-                if tag == CALL_ID:
-                    self._name = name
-                    self._state = "call_id"
-                else:
-                    self._args = ArgsReader(self, name)
-                    self._state = "args"
-            elif state == "call_id":
-                call_id = self._until(ARGS, final, limit=MAX_NAME)
-                if call_id is False:
-                    return
-                if call_id is None:
-                    self._fail(final)
-                    continue
-                self._args = ArgsReader(self, self._name)
-                self._state = "args"
-            elif state == "args":
-                reader = self._args
-                self._buf = self._buf[reader.feed(self._buf) :]
-                if reader.status == "done":
-                    self._args, self._raw = None, []
-                    self._state = "text"
-                elif reader.status == "error" or final:
-                    self._fail(final)
-                else:
-                    return
-            elif not self._array_step(final):
-                return
+    def _step(self, final: bool) -> bool:
+        step = getattr(self, "_in_" + self._state, None)
+        return step(final) if step else self._array_step(final)
+
+    def _in_text(self, final: bool) -> bool:
+        return self._block_start(MARKER, "start", final)
+
+    def _in_start(self, final: bool) -> bool:
+        tag = self._open_calls(final)
+        if tag is None:
+            self._state = "name"
+        return tag is not False
+
+    def _in_name(self, final: bool) -> bool:
+        head = self._head(final)
+        if head is False:
+            return False
+        if head is None:
+            return self._give_up(final)
+        name, tag = head
+        if tag == CALL_ID:
+            self._name = name
+            self._state = "call_id"
+        else:
+            self._start_args(name)
+        return True
+
+    def _head(self, final: bool) -> tuple[str, str] | None | bool:
+        """``NAME[ARGS]`` or ``NAME[CALL_ID]``, consumed: (NAME, tag); False to wait, None if bad."""
+        end = self._name_end("[", final)
+        if end is None or end is False:
+            return end
+        tag = self._head_tag(self._buf[end:], final)
+        name = self._buf[:end].strip()
+        if not tag or not name or any(c.isspace() or c in '{}[]"' for c in name):
+            return tag if tag is False else None
+        self._consume(end + len(tag))
+        return name, tag
+
+    @staticmethod
+    def _head_tag(rest: str, final: bool) -> str | None | bool:
+        """The tag after the name; False while ``rest`` may still become one, None if not."""
+        tag = next((t for t in (ARGS, CALL_ID) if rest.startswith(t)), None)
+        if tag is None and not final and any(t.startswith(rest) for t in (ARGS, CALL_ID)):
+            return False
+        return tag
+
+    def _in_call_id(self, final: bool) -> bool:
+        call_id = self._until(ARGS, final, limit=MAX_NAME)
+        return self._then(call_id, final, lambda _: self._start_args(self._name))
+
+    def _start_args(self, name: str) -> None:
+        self._args = ArgsReader(self, name)
+        self._state = "args"
+
+    def _in_args(self, final: bool) -> bool:
+        done = self._read_on(self._args, final)
+        if done:
+            self._args = None
+            self._state = "text"
+        return done is not False

@@ -23,9 +23,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from mlxctl.api.toolcalls.base import parameters_schema
-from mlxctl.api.toolcalls.blocks import MAX_NAME, BlockParser
-from mlxctl.api.toolcalls.values import ArgumentsWriter, convert_value, property_schema
+from mlxctl.api.toolcalls.blocks import MAX_NAME, ValuesBlockParser
 
 START = "<tool_call>"
 END = "</tool_call>"
@@ -43,13 +41,12 @@ def _strip_layout(value: str) -> str:
     return value
 
 
-class Qwen3CoderParser(BlockParser):
+class Qwen3CoderParser(ValuesBlockParser):
     name: ClassVar[str] = "qwen3_coder"
     _end = END
 
     def __init__(self, tools: list[dict] | None = None):
         super().__init__(tools)
-        self._writer = ArgumentsWriter()
         self._param = ""
 
     def _tag_name(self, prefix: str, final: bool) -> str | None | bool:
@@ -64,80 +61,70 @@ class Qwen3CoderParser(BlockParser):
         self._consume(end + 1)
         return name
 
-    def _process(self, final: bool) -> None:
-        while True:
-            state = self._state
-            if state == "text":
-                if self._scan((START,), final) is None:
-                    return
-                self._raw = [START]
-                self._state = "function"
-            elif state == "function":
-                tag = self._lead((FUNCTION,), final)
-                if tag is False:
-                    return
-                name = None if tag is None else self._tag_name(FUNCTION, final)
-                if name is False:
-                    return
-                if name is None:
-                    self._fail(final)
-                    continue
-                self._call = self._open_call(name)
-                self._writer = ArgumentsWriter()
-                self._state = "params"
-            elif state == "params":
-                tag = self._lead((PARAMETER, FUNCTION_END, END), final)
-                if tag is False:
-                    return
-                if tag == PARAMETER:
-                    param = self._tag_name(PARAMETER, final)
-                    if param is False:
-                        return
-                    if param is None:
-                        self._fail(final)
-                        continue
-                    self._param = param
-                    self._searched = 0
-                    self._state = "value"
-                elif tag in (FUNCTION_END, END):
-                    if tag == FUNCTION_END:
-                        self._consume(len(FUNCTION_END))
-                    self._emit_args(self._call, self._writer.close())
-                    self._close_call(self._call)
-                    self._call, self._raw = None, []
-                    self._state = "after"
-                else:
-                    self._fail(final)
-            elif state == "value":
-                buf = self._buf
-                start = max(0, self._searched - len(PARAMETER_END))
-                ends = [(i, t) for t in _VALUE_ENDS if (i := buf.find(t, start)) != -1]
-                if not ends:
-                    if final:
-                        self._fail(final)
-                        continue
-                    self._searched = len(buf)
-                    return
-                self._searched = 0
-                pos, tag = min(ends)
-                value = self._consume(pos)
-                if tag == PARAMETER_END:
-                    self._consume(len(PARAMETER_END))
-                schema = property_schema(
-                    parameters_schema(self._functions.get(self._call.name)), self._param
-                )
-                converted = convert_value(_strip_layout(value), schema)
-                self._emit_args(self._call, self._writer.member(self._param, converted))
-                self._state = "params"
-            elif state == "after":
-                tag = self._expect((END, FUNCTION), final)
-                if tag is False:
-                    return
-                if tag == FUNCTION:
-                    self._buf = FUNCTION + self._buf
-                    self._raw = []
-                    self._state = "function"
-                else:
-                    self._state = "text"
-            elif not self._skip(final):
-                return
+    def _in_text(self, final: bool) -> bool:
+        return self._block_start(START, "function", final)
+
+    def _in_function(self, final: bool) -> bool:
+        tag = self._lead((FUNCTION,), final)
+        if tag is False:
+            return False
+        name = None if tag is None else self._tag_name(FUNCTION, final)
+        if name is False:
+            return False
+        if name is None:
+            return self._give_up(final)
+        self._begin_call(name, "params")
+        return True
+
+    def _in_params(self, final: bool) -> bool:
+        tag = self._lead((PARAMETER, FUNCTION_END, END), final)
+        if tag is False:
+            return False
+        if tag == PARAMETER:
+            return self._open_param(final)
+        if tag is None:
+            return self._give_up(final)
+        if tag == FUNCTION_END:
+            self._consume(len(FUNCTION_END))
+        self._end_call("after")
+        return True
+
+    def _open_param(self, final: bool) -> bool:
+        """``<parameter=NAME>``: the value follows."""
+        return self._then(self._tag_name(PARAMETER, final), final, self._got_param)
+
+    def _got_param(self, param: str) -> None:
+        self._param = param
+        self._searched = 0
+        self._state = "value"
+
+    def _value_end(self) -> tuple[int, str] | None:
+        """The first tag in the buffer that ends a value (position, tag); None while none has come."""
+        start = max(0, self._searched - len(PARAMETER_END))
+        ends = [(i, t) for t in _VALUE_ENDS if (i := self._buf.find(t, start)) != -1]
+        self._searched = 0 if ends else len(self._buf)
+        return min(ends) if ends else None
+
+    def _in_value(self, final: bool) -> bool:
+        found = self._value_end()
+        if found is None:
+            return self._give_up(final) if final else False
+        pos, tag = found
+        value = self._consume(pos)
+        if tag == PARAMETER_END:
+            self._consume(len(PARAMETER_END))
+        self._emit_member(self._param, _strip_layout(value))
+        self._state = "params"
+        return True
+
+    def _in_after(self, final: bool) -> bool:
+        tag = self._expect((END, FUNCTION), final)
+        if tag is False:
+            return False
+        if tag == FUNCTION:
+            self._buf = FUNCTION + self._buf
+            self._raw = []
+            self._state = "function"
+        else:
+            self._state = "text"
+        return True
