@@ -122,6 +122,30 @@ def parse_config(data: Any, where: str = "<mcp config>") -> McpConfig:
 
 def _parse_server(name: Any, raw: Any, where: str) -> ServerConfig:
     key = f"mcpServers.{name}"
+    _check_server_entry(name, raw, where, key)
+    fields = _ServerFields(raw, where, key)
+    kind = _transport_type(fields)
+    command, url = _endpoint(fields, kind)
+    _check_transport_keys(fields, command, url)
+    allow = fields.strings("allow")
+    timeout = _timeout(fields)
+    disabled = _disabled(fields)
+    return ServerConfig(
+        name=name,
+        command=command,
+        args=fields.strings("args") or (),
+        env=fields.mapping("env"),
+        cwd=fields.string("cwd"),
+        url=url,
+        headers=fields.mapping("headers"),
+        allow=allow,
+        timeout=float(timeout),
+        disabled=disabled,
+    )
+
+
+def _check_server_entry(name: Any, raw: Any, where: str, key: str) -> None:
+    """The server's name is usable in tool names, and its settings are an object of known keys."""
     if not isinstance(name, str) or not _SERVER_NAME.match(name) or "__" in name:
         raise BadInputError(
             f"{where}: {key}: server names may use only letters, digits, '-' and '_' (and not '__')"
@@ -134,88 +158,110 @@ def _parse_server(name: Any, raw: Any, where: str) -> ServerConfig:
             f"{where}: {key}.{unknown[0]}: unknown key (allowed: {', '.join(sorted(SERVER_KEYS))})"
         )
 
-    def bad(sub: str, problem: str) -> BadInputError:
-        return BadInputError(f"{where}: {key}.{sub}: {problem}")
 
-    def string(sub: str) -> str | None:
-        value = raw.get(sub)
+class _ServerFields:
+    """One server's settings, read key by key; each error names the file and the key."""
+
+    def __init__(self, raw: dict[str, Any], where: str, key: str):
+        self.raw = raw
+        self.where = where
+        self.key = key
+
+    def error(self, problem: str) -> BadInputError:
+        return BadInputError(f"{self.where}: {self.key}: {problem}")
+
+    def bad(self, sub: str, problem: str) -> BadInputError:
+        return BadInputError(f"{self.where}: {self.key}.{sub}: {problem}")
+
+    def string(self, sub: str) -> str | None:
+        value = self.raw.get(sub)
         if value is None:
             return None
         if not isinstance(value, str) or not value.strip():
-            raise bad(sub, "must be a non-empty string")
-        return _expand(value, lambda problem: bad(sub, problem))
+            raise self.bad(sub, "must be a non-empty string")
+        return _expand(value, lambda problem: self.bad(sub, problem))
 
-    def strings(sub: str) -> tuple[str, ...] | None:
-        value = raw.get(sub)
+    def strings(self, sub: str) -> tuple[str, ...] | None:
+        value = self.raw.get(sub)
         if value is None:
             return None
         if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
-            raise bad(sub, "must be a list of strings")
+            raise self.bad(sub, "must be a list of strings")
         return tuple(
-            _expand(item, lambda problem, i=i: bad(f"{sub}[{i}]", problem)) for i, item in enumerate(value)
+            _expand(item, lambda problem, i=i: self.bad(f"{sub}[{i}]", problem))
+            for i, item in enumerate(value)
         )
 
-    def mapping(sub: str) -> dict[str, str]:
-        value = raw.get(sub)
+    def mapping(self, sub: str) -> dict[str, str]:
+        value = self.raw.get(sub)
         if value is None:
             return {}
         if not isinstance(value, dict) or not all(
             isinstance(k, str) and isinstance(v, str) for k, v in value.items()
         ):
-            raise bad(sub, "must be an object of string values")
-        return {k: _expand(v, lambda problem, k=k: bad(f"{sub}.{k}", problem)) for k, v in value.items()}
+            raise self.bad(sub, "must be an object of string values")
+        return {k: _expand(v, lambda problem, k=k: self.bad(f"{sub}.{k}", problem)) for k, v in value.items()}
 
-    kind = raw.get("type")
-    if kind is not None:
-        if kind in ("sse",):
-            raise bad("type", "the legacy SSE transport is not supported; use streamable HTTP ('http')")
-        if kind not in _TYPES:
-            raise bad("type", f"must be one of {', '.join(sorted(set(_TYPES)))}")
 
-    command = string("command")
-    url = string("url")
+def _transport_type(fields: _ServerFields) -> str | None:
+    """The optional ``type`` key, if it names a transport we speak."""
+    kind = fields.raw.get("type")
+    if kind is None:
+        return None
+    if kind in ("sse",):
+        raise fields.bad(
+            "type",
+            "the legacy SSE transport is not supported; use streamable HTTP ('http')",
+        )
+    if kind not in _TYPES:
+        raise fields.bad("type", f"must be one of {', '.join(sorted(set(_TYPES)))}")
+    return kind
+
+
+def _endpoint(fields: _ServerFields, kind: str | None) -> tuple[str | None, str | None]:
+    """Exactly one of ``command`` (stdio) and ``url`` (streamable HTTP), agreeing with ``type``."""
+    command = fields.string("command")
+    url = fields.string("url")
     if command is None and url is None:
-        raise BadInputError(f"{where}: {key}: needs either 'command' (stdio) or 'url' (streamable HTTP)")
+        raise fields.error("needs either 'command' (stdio) or 'url' (streamable HTTP)")
     if command is not None and url is not None:
-        raise BadInputError(f"{where}: {key}: has both 'command' and 'url'; give one")
+        raise fields.error("has both 'command' and 'url'; give one")
     if kind is not None and _TYPES[kind] != ("stdio" if command is not None else "http"):
-        raise bad("type", f"'{kind}' does not match the server's {'command' if command else 'url'}")
+        raise fields.bad(
+            "type",
+            f"'{kind}' does not match the server's {'command' if command else 'url'}",
+        )
     if url is not None and not url.lower().startswith(("http://", "https://")):
-        raise bad("url", "must start with http:// or https://")
+        raise fields.bad("url", "must start with http:// or https://")
+    return command, url
 
-    stdio_only = [sub for sub in ("args", "env", "cwd") if sub in raw and command is None]
+
+def _check_transport_keys(fields: _ServerFields, command: str | None, url: str | None) -> None:
+    """Keys that belong to the other transport are mistakes, not silently ignored."""
+    stdio_only = [sub for sub in ("args", "env", "cwd") if sub in fields.raw and command is None]
     if stdio_only:
-        raise bad(stdio_only[0], "only applies to a server started with 'command'")
-    if "headers" in raw and url is None:
-        raise bad("headers", "only applies to a server reached by 'url'")
+        raise fields.bad(stdio_only[0], "only applies to a server started with 'command'")
+    if "headers" in fields.raw and url is None:
+        raise fields.bad("headers", "only applies to a server reached by 'url'")
 
-    allow = strings("allow")
 
-    timeout = raw.get("timeout", DEFAULT_CALL_TIMEOUT)
+def _timeout(fields: _ServerFields) -> float | int:
+    timeout = fields.raw.get("timeout", DEFAULT_CALL_TIMEOUT)
     if (
         isinstance(timeout, bool)
         or not isinstance(timeout, int | float)
         or not math.isfinite(timeout)
         or timeout <= 0
     ):
-        raise bad("timeout", "must be a positive number of seconds")
+        raise fields.bad("timeout", "must be a positive number of seconds")
+    return timeout
 
-    disabled = raw.get("disabled", False)
+
+def _disabled(fields: _ServerFields) -> bool:
+    disabled = fields.raw.get("disabled", False)
     if not isinstance(disabled, bool):
-        raise bad("disabled", "must be true or false")
-
-    return ServerConfig(
-        name=name,
-        command=command,
-        args=strings("args") or (),
-        env=mapping("env"),
-        cwd=string("cwd"),
-        url=url,
-        headers=mapping("headers"),
-        allow=allow,
-        timeout=float(timeout),
-        disabled=disabled,
-    )
+        raise fields.bad("disabled", "must be true or false")
+    return disabled
 
 
 def _expand(value: str, bad) -> str:
