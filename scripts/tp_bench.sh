@@ -7,10 +7,12 @@ set -uo pipefail
 OUT=${OUT:-bench-results}; mkdir -p "$OUT"
 MODEL=${MODEL:-/tmp/llama8b}
 PY=${PYTHON:-python3}
+# mlx.launch as a module, so it works where the console script is not on PATH (pip --target)
+launch() { $PY -c 'import sys; from mlx._distributed_utils.launch import main; sys.argv[0] = "mlx.launch"; sys.exit(main())' "$@"; }
 $PY scripts/save_dummy.py --preset llama-3.1-8b --dtype bfloat16 --out "$MODEL" >/dev/null
 CUDA_VISIBLE_DEVICES=0 $PY -m mlxctl serve -m "one=$MODEL" --dtype native --max-num-seqs 128 --port 8080 \
   2> "$OUT/serve_1gpu.log" &
-mlx.launch -n 2 --backend nccl -- $PY -m mlxctl serve --tensor-parallel 2 -m "two=$MODEL" --dtype native \
+launch -n 2 --backend nccl -- $PY -m mlxctl serve --tensor-parallel 2 -m "two=$MODEL" --dtype native \
   --max-num-seqs 128 --port 8081 2> "$OUT/serve_2gpu.log" &
 for _ in $(seq 300); do
   curl -sf localhost:8080/health >/dev/null && curl -sf localhost:8081/health >/dev/null && break; sleep 1
@@ -30,4 +32,4 @@ bench -c 1 -n 6 > "$OUT/tp_c1.json"
 bench -c 16 -n 48 > "$OUT/tp_c16.json"
 bench -c 64 -n 128 > "$OUT/tp_c64.json"
 kill %1 %2 2>/dev/null; wait
-ls -la "$OUT"
+ls -la "$OUT"; tail -n 15 "$OUT"/serve_*.log
