@@ -22,6 +22,7 @@ from mlxctl.engine.batch import DecodeBatch
 from mlxctl.engine.events import FinishEvent, FinishReason, TokenLogprob
 from mlxctl.engine.limits import check_prompt
 from mlxctl.engine.prefix_config import PrefixConfig
+from mlxctl.engine.recovery import blame
 from mlxctl.engine.request import Request, RequestStatus
 from mlxctl.engine.sampling import SamplingParams
 from mlxctl.engine.scheduler import Scheduler, SchedulerConfig, resolve_auto
@@ -244,6 +245,8 @@ class Engine:
                 self.config.fault_hook(self._steps)
             self.step()
             self._failures = 0
+            if self.scheduler.one_at_a_time:  # suspects that just got through a step are cleared
+                self.scheduler.one_at_a_time -= {r.id for r in (*self.scheduler.prefilling, *self.scheduler.running)}
         except Exception as exc:  # a failed step never takes the engine down
             self._recover(exc)
 
@@ -252,12 +255,14 @@ class Engine:
         everything in flight, free MLX's buffers (and, when it fails again, the prefix cache's
         free blocks), back off, and put every request back at the head of the queue with a
         checkpoint (its prompt plus the tokens already sent), so its stream goes on where it
-        stood. A request that was part of more than ``max_retries`` failed steps, or whose
+        stood. A request blamed for more than ``max_retries`` failed steps (see
+        ``engine.recovery``: the others in flight are retried one suspect at a time), or whose
         state cannot be rebuilt (structured output), ends with the error."""
         import mlx.core as mx
 
         self._failures += 1
         in_flight = [*self.scheduler.prefilling, *self.scheduler.running]
+        blamed = {r.id for r in blame(in_flight, self.scheduler.one_at_a_time)}
         log.warning("engine step failed (%d in a row, %d requests in flight): %s: %s", self._failures,
                     len(in_flight), type(error).__name__, error)
         self.batch = DecodeBatch()
@@ -267,10 +272,12 @@ class Engine:
         if self._failures > 1 and self.prefix.enabled:
             self.prefix.clear()
         for req in reversed(in_flight):
-            req.attempts += 1
+            req.attempts += req.id in blamed
             if req.aborted:
                 self._finish(req, FinishReason.ABORT)
             elif req.attempts > self.config.max_retries or req.constraint is not None:
+                if req.id in blamed:
+                    self._failures = 0  # the cause is out: the next failure starts a new count
                 why = (f"after {req.attempts} failed attempts" if req.constraint is None
                        else "(structured-output requests are not resumed)")
                 self._finish(req, FinishReason.ERROR, EngineError(f"generation failed {why}: "
@@ -334,12 +341,7 @@ class Engine:
         now = time.perf_counter()
         for req in reqs:
             req.prefill_start = req.prefill_start or now
-        try:
-            cache, first = self.runner.prefill_group(reqs)
-        except Exception as exc:
-            for req in reqs:
-                self._finish(req, FinishReason.ERROR, exc)
-            return None
+        cache, first = self.runner.prefill_group(reqs)  # a failure fails the step: recovered, retried
         for req in reqs:
             req.num_prefilled = req.prefill_len
             req.first_sampled = req.first_sampled or time.perf_counter()
@@ -354,7 +356,7 @@ class Engine:
             req.prefill_start = time.perf_counter()
         try:
             first = self.runner.prefill(req, n)
-        except Exception as exc:
+        except MlxctlError as exc:  # bad input (an image that cannot be read, ...): retrying cannot help
             self._finish(req, FinishReason.ERROR, exc)
             return None
         if first is None:

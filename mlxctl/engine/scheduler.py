@@ -42,13 +42,25 @@ class StepPlan:
         return not self.prefill and not self.decode
 
 
-def admit(waiting: deque[Request], prefilling: list[Request], running: list[Request], cfg: SchedulerConfig) -> list[Request]:
-    """First come, first served, while both the sequence and the prefill limits allow."""
-    admitted = []
+def admit(waiting: deque[Request], prefilling: list[Request], running: list[Request], cfg: SchedulerConfig,
+          one_at_a_time: set[str] | frozenset[str] = frozenset()) -> list[Request]:
+    """First come, first served, while both the sequence and the prefill limits allow. Of the
+    requests named in ``one_at_a_time`` (suspects after a failed step) at most one is in flight;
+    the others keep their places while later requests go ahead."""
+    admitted: list[Request] = []
+    held: list[Request] = []
+    busy = any(r.id in one_at_a_time for r in (*prefilling, *running))
     while waiting and len(prefilling) + len(admitted) < cfg.max_prefilling:
         if len(prefilling) + len(admitted) + len(running) >= cfg.max_num_seqs:
             break
-        admitted.append(waiting.popleft())
+        req = waiting.popleft()
+        if req.id in one_at_a_time:
+            if busy:
+                held.append(req)
+                continue
+            busy = True
+        admitted.append(req)
+    waiting.extendleft(reversed(held))
     return admitted
 
 
@@ -72,12 +84,13 @@ class Scheduler:
         self.waiting: deque[Request] = deque()
         self.prefilling: list[Request] = []
         self.running: list[Request] = []
+        self.one_at_a_time: set[str] = set()  # suspects after a failed step (see engine.recovery)
 
     def add(self, req: Request) -> None:
         self.waiting.append(req)
 
     def schedule(self) -> StepPlan:
-        for req in admit(self.waiting, self.prefilling, self.running, self.cfg):
+        for req in admit(self.waiting, self.prefilling, self.running, self.cfg, self.one_at_a_time):
             req.status = RequestStatus.PREFILLING
             self.prefilling.append(req)
         return StepPlan(prefill=plan_prefill(self.prefilling, self.cfg.prefill_chunk), decode=list(self.running))
@@ -97,6 +110,7 @@ class Scheduler:
         self.waiting.appendleft(req)
 
     def finish(self, req: Request) -> None:
+        self.one_at_a_time.discard(req.id)
         for queue in (self.prefilling, self.running):
             if req in queue:
                 queue.remove(req)

@@ -8,7 +8,7 @@ from mlxctl.engine.engine import Engine, EngineConfig
 from mlxctl.engine.events import FinishReason, TokenEvent
 from mlxctl.engine.prefix_config import PrefixConfig
 from mlxctl.engine.sampling import SamplingParams
-from mlxctl.errors import EngineError
+from mlxctl.errors import BadInputError, EngineError
 from tests.engine.tiny import tiny_loaded
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=24, ignore_eos=True)
@@ -112,3 +112,83 @@ def test_real_model_greedy_output_survives_faults(smollm2):
             eng.shutdown()
     clean, faulted = results
     assert faulted.text == clean.text and len(set(clean.token_ids)) > 10
+
+
+class Poison:
+    """Raise before every step while the request holding ``tokens`` as its prompt is in flight."""
+
+    def __init__(self, tokens: list[int]):
+        self.tokens, self.engine, self.raised = tokens, None, 0
+
+    def __call__(self, step: int) -> None:
+        sched = self.engine.scheduler
+        if any(r.prompt_tokens == self.tokens for r in (*sched.prefilling, *sched.running)):
+            self.raised += 1
+            raise RuntimeError("poisoned request in flight")
+
+
+def test_one_request_that_keeps_failing_ends_alone_and_the_others_finish_unharmed(reference):
+    poison = Poison(PROMPTS[1])
+    eng = engine(poison, max_retries=2)
+    poison.engine = eng
+    try:
+        streams = [eng.submit(p, GREEDY) for p in PROMPTS]
+        results = []
+        for s in streams:
+            try:
+                results.append(s.collect())
+            except EngineError as exc:
+                results.append(exc)
+        stats = eng.stats()
+    finally:
+        eng.shutdown()
+    assert isinstance(results[1], EngineError) and "after 3 failed attempts" in str(results[1])
+    for i in (0, 2):  # batched with the poisoned one at first, then cleared one at a time
+        assert results[i].token_ids == reference[i] and results[i].finish_reason is FinishReason.LENGTH
+    assert poison.raised == stats["failed_steps"] >= 4  # one shared failure, then three of its own
+
+
+def test_a_failed_prefill_is_retried_and_a_bad_input_in_prefill_is_not(reference):
+    eng = engine()
+    real = eng.runner.prefill
+    calls = {"n": 0}
+
+    def flaky(req, n):  # the first prefill call fails, as an out-of-memory error would
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise MemoryError("injected prefill failure")
+        return real(req, n)
+
+    try:
+        eng.runner.prefill = flaky
+        done = eng.submit(PROMPTS[0], GREEDY).collect()
+        failed_after_flaky = eng.stats()["failed_steps"]
+
+        def bad(req, n):
+            raise BadInputError("the image cannot be read")
+
+        eng.runner.prefill = bad
+        with pytest.raises(BadInputError, match="the image cannot be read"):
+            eng.submit(PROMPTS[2], GREEDY).collect()
+        stats = eng.stats()
+    finally:
+        eng.shutdown()
+    assert done.token_ids == reference[0] and failed_after_flaky == 1
+    assert stats["failed_steps"] == 1  # the bad input ended its request without a retry
+
+
+def test_suspects_are_admitted_one_at_a_time_and_others_go_ahead():
+    from collections import deque
+
+    from mlxctl.engine.scheduler import SchedulerConfig, admit
+
+    class R:
+        def __init__(self, rid):
+            self.id = rid
+
+    a, b, c, d = R("a"), R("b"), R("c"), R("d")
+    waiting = deque([a, b, c, d])
+    got = admit(waiting, [], [], SchedulerConfig(max_num_seqs=8, max_prefilling=8), {"a", "b"})
+    assert [r.id for r in got] == ["a", "c", "d"] and [r.id for r in waiting] == ["b"]
+    got = admit(waiting, [], [a], SchedulerConfig(max_num_seqs=8, max_prefilling=8), {"a", "b"})
+    assert got == [] and [r.id for r in waiting] == ["b"]  # a suspect is still in flight
