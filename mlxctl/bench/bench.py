@@ -15,6 +15,7 @@ from mlxctl.bench.client import ServerClient, fetch_models
 from mlxctl.bench.config import BenchConfig
 from mlxctl.bench.metrics import run_metrics
 from mlxctl.bench.plan import Shape, Step
+from mlxctl.bench.progress import NoBar
 from mlxctl.bench.prompts import prompt_rng, synthetic_prompt
 from mlxctl.bench.provenance import provenance
 from mlxctl.bench.report import CaseVerdict, Report, RunRecord, ServerInfo, add_ratios
@@ -28,19 +29,23 @@ from mlxctl.errors import BadInputError, UnavailableError
 Progress = Callable[[str], None]
 
 
-def run_bench(config: BenchConfig, progress: Progress = lambda _: None, argv: list[str] | None = None) -> Report:
-    """Benchmark every URL of ``config`` and return the report (the one library call of the CLI)."""
+def run_bench(config: BenchConfig, progress: Progress = lambda _: None, argv: list[str] | None = None,
+              bar: Any = None) -> Report:
+    """Benchmark every URL of ``config`` and return the report (the one library call of the CLI).
+    ``progress`` gets a line per warm-up and measured run; ``bar`` (``progress.Bar``) also
+    counts runs and requests as they finish."""
     cases = load_workload(config.workload) if config.workload else None
-    return asyncio.run(_bench(config, cases, progress, argv))
+    return asyncio.run(_bench(config, cases, progress, argv, bar or NoBar()))
 
 
-async def _bench(config: BenchConfig, cases: tuple[RequestSpec, ...] | None, progress: Progress, argv) -> Report:
+async def _bench(config: BenchConfig, cases: tuple[RequestSpec, ...] | None, progress: Progress, argv,
+                 bar: Any) -> Report:
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
     async with httpx.AsyncClient(limits=limits, timeout=httpx.Timeout(config.timeout, connect=10.0)) as http:
         servers = [await _connect(http, config, index, url) for index, url in enumerate(config.urls)]
         clients = [ServerClient(http, s.url, config.endpoint, s.model, config.api_key, config.timeout) for s in servers]
         report = Report(provenance(argv), _config_dict(config), servers)
-        await Bench(config, cases, clients, report, progress).walk()
+        await Bench(config, cases, clients, report, progress, bar).walk()
     for server, client in zip(servers, clients):
         server.refused_fields = sorted(client.refused)
     add_ratios(report.runs)
@@ -50,14 +55,17 @@ async def _bench(config: BenchConfig, cases: tuple[RequestSpec, ...] | None, pro
 class Bench:
     """The walk through the plan: one step (warm-up or measured run) at a time."""
 
-    def __init__(self, config: BenchConfig, cases, clients: list[ServerClient], report: Report, progress: Progress):
+    def __init__(self, config: BenchConfig, cases, clients: list[ServerClient], report: Report, progress: Progress,
+                 bar: Any = None):
         self.config, self.cases, self.clients, self.report, self.progress = config, cases, clients, report, progress
+        self.bar = bar or NoBar()
         self.verdicts: dict[tuple[int, str], CaseVerdict] = {}
 
     async def walk(self) -> None:
         shapes = plan.shapes(self.config, workload=self.cases is not None)
         measured = len(shapes) * len(self.clients) * self.config.repeats
         counter = itertools.count(1)
+        self.bar.plan(measured)
         for step in plan.steps(shapes, len(self.clients), self.config.repeats):
             if step.is_warmup:
                 await self._warm_up(step)
@@ -70,25 +78,37 @@ class Bench:
         specs = self._specs(step, self.config.warmup_for(step.shape.concurrency or 1))
         if specs:
             self.progress(f"warm-up {server.label} {step.shape.label()}: {len(specs)} requests")
-            await closed_loop(self.clients[step.url_index].send, specs, step.shape.concurrency or 1)
+            self.bar.step(f"warm-up {server.label} {step.shape.label()}", len(specs))
+            await closed_loop(self._counted(self.clients[step.url_index]), specs, step.shape.concurrency or 1)
 
     async def _measure(self, step: Step, position: str) -> None:
         client, server = self.clients[step.url_index], self.report.servers[step.url_index]
         specs = self._specs(step, self._count(step.shape))
         before = await prometheus.scrape(client.http, client.base_url, client.headers)
+        self.bar.step(f"{position} {server.label} {step.shape.label()}", len(specs))
         results, duration = await self._send_all(client, step, specs)
         after = await prometheus.scrape(client.http, client.base_url, client.headers)
         metrics = run_metrics(results, duration, self.config.slo)
         self.report.runs.append(RunRecord(server.label, server.url, step.shape, step.repeat, metrics, prometheus.deltas(before, after)))
         self._judge(step.url_index, results)
         self.progress(f"{position} {server.label} {step.shape.label()} repeat {step.repeat + 1}: {_summary(metrics)}")
+        self.bar.run_done()
+
+    def _counted(self, client: ServerClient):
+        """``client.send`` that also ticks the bar when a request is done."""
+        async def send(spec: RequestSpec) -> RequestResult:
+            result = await client.send(spec)
+            self.bar.tick()
+            return result
+        return send
 
     async def _send_all(self, client: ServerClient, step: Step, specs: list[RequestSpec]) -> tuple[list[RequestResult], float]:
         shape = step.shape
+        send = self._counted(client)
         if shape.request_rate is None:
-            return await closed_loop(client.send, specs, shape.concurrency or 1)
+            return await closed_loop(send, specs, shape.concurrency or 1)
         arrivals = poisson_arrivals(len(specs), shape.request_rate, seed=_seed(self.config, shape, step.repeat))
-        return await on_schedule(client.send, specs, arrivals, shape.concurrency)
+        return await on_schedule(send, specs, arrivals, shape.concurrency)
 
     def _count(self, shape: Shape) -> int:
         if self.cases is not None and self.config.num_requests is None:

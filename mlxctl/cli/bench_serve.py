@@ -43,16 +43,25 @@ def bench_serve(
     inter-token latency, end-to-end latency, throughput and goodput; with --workload, checks
     each reply against its case and exits 7 if one fails.
     """
-    from mlxctl.bench.bench import run_bench
-
     out = output_for(ctx, json=json_)
     config = _config(**locals())
-    report = run_bench(config, progress=out.progress)
+    report = _run(out, config)
     _show(out, report, csv)
     if report.failed_cases:
         failed = len(report.failed_cases)
         raise CheckFailedError(f"{failed} of {len(report.cases)} workload cases failed their checks",
                                hint="the report lists why; run with --json for the replies")
+
+
+def _run(out, config):
+    """The run with a live bar of runs and requests on a terminal; lines otherwise."""
+    from mlxctl.bench.bench import run_bench
+    from mlxctl.bench.progress import Bar
+
+    if not out.shows_progress:
+        return run_bench(config, progress=out.progress)
+    with Bar(out.stderr) as bar:
+        return run_bench(config, progress=bar.message, bar=bar)
 
 
 def _config(url, endpoint, model, api_key, prompt_tokens, output_tokens, concurrency, request_rate,

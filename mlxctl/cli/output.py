@@ -67,9 +67,14 @@ class Output:
         if self.mode is not Mode.QUIET:
             self._line(self.stderr, text)
 
+    @property
+    def shows_progress(self) -> bool:
+        """Whether progress is shown: stderr is a terminal and not --quiet."""
+        return self.mode is not Mode.QUIET and _isatty(self.stderr)
+
     def progress(self, text: str) -> None:
         """A progress line, shown only when stderr is a terminal and not --quiet."""
-        if self.mode is not Mode.QUIET and _isatty(self.stderr):
+        if self.shows_progress:
             self._line(self.stderr, text)
 
     def warn(self, text: str) -> None:
