@@ -74,7 +74,7 @@ def _generates(folder: Path, tokens: int = 4) -> list[int]:
     return [r.token for r in stream_generate(model, tokenizer, prompt, max_tokens=tokens)]
 
 
-@pytest.mark.parametrize("bits,closeness", [(4, 0.9), (8, 0.999)])
+@pytest.mark.parametrize("bits,closeness", [(2, 0.4), (3, 0.85), (4, 0.95), (6, 0.995), (8, 0.999)])
 def test_hf_folder_to_quantized_mlx(hf_llama, store, bits, closeness):
     done = convert_model(str(hf_llama), quantize=str(bits), store=store)
     assert done.converted and done.name == f"tiny-llama-{bits}bit"
@@ -88,7 +88,7 @@ def test_hf_folder_to_quantized_mlx(hf_llama, store, bits, closeness):
     assert recipe["mlxctl"] == __version__ and recipe["mlx_lm"]
     assert bits < recipe["bits_per_weight"] < bits + 1.5
     assert done.manifest["format"] == "mlx" and "model.safetensors" in done.manifest["files"]
-    assert _correlation(_logits(done.path), _logits(hf_llama)) > closeness
+    assert _correlation(_logits(done.path), _logits(hf_llama)) > closeness  # measured: 0.56, 0.93, 0.98, 0.999, 0.9999
     assert len(_generates(done.path)) == 4
 
 
@@ -104,6 +104,16 @@ def test_mixed_recipe_gives_sensitive_layers_more_bits(hf_llama, store):
     recipe = done.manifest["recipe"]
     assert (recipe["name"], recipe["bits"], recipe["high_bits"]) == ("mixed_4_6", 4, 6)
     assert (recipe["group_size"], recipe["dtype"], recipe["dtype_requested"]) == (32, "bfloat16", "bfloat16")
+    assert len(_generates(done.path)) == 4
+
+
+@pytest.mark.parametrize("recipe,low", [("mixed_2_6", 2), ("mixed_3_6", 3)])
+def test_other_mixed_recipes_round_trip(hf_llama, store, recipe, low):
+    done = convert_model(str(hf_llama), recipe=recipe, store=store)
+    quant = json.loads((done.path / "config.json").read_text())["quantization"]
+    layer_bits = {v["bits"] for k, v in quant.items() if isinstance(v, dict)}
+    assert layer_bits == {low, 6} and done.manifest["recipe"]["name"] == recipe
+    assert _correlation(_logits(done.path), _logits(hf_llama)) > 0.4
     assert len(_generates(done.path)) == 4
 
 
