@@ -122,7 +122,7 @@ def anthropic_tools(tools: list[Any] | None) -> list[dict]:
             kind = tool.get("type") if isinstance(tool, dict) else type(tool).__name__
             raise BadInputError(f"tools[{i}]: only custom (client) tools are supported, got {kind!r}")
         fn = {"name": tool.get("name"), "description": tool.get("description"),
-              "parameters": tool.get("input_schema")}
+              "parameters": tool.get("input_schema"), "strict": tool.get("strict")}
         if fn["parameters"] is None:
             raise BadInputError(f"tools[{i}].input_schema is required")
         out.append(_function({k: v for k, v in fn.items() if v is not None}, f"tools[{i}]"))
@@ -147,6 +147,8 @@ def _function(fn: dict, where: str) -> dict:
     out = {"name": name, "parameters": params}
     if fn.get("description"):
         out["description"] = str(fn["description"])
+    if fn.get("strict") is True:  # an auto-mode call off the schema is then rejected (toolcalls.base)
+        out["strict"] = True
     return {"type": "function", "function": out}
 
 
@@ -291,14 +293,36 @@ def constraint_for(plan: ChatPlan, reasoning_open: bool = False) -> Any:
         return ConstraintSpec("lark", _thinking_grammar(plan, parser, answer, reasoning_open), True, None)
     if plan.thinking_budget is not None:
         raise BadInputError(f"a thinking budget is not supported for the {plan.reasoning_parser} reasoning format")
+    if answer is not None and _forced(plan) and plan.tool_parser == "gpt_oss":
+        # Harmony calls are commentary messages: they never come after `final`, so no waiting for it
+        return ConstraintSpec("lark", _harmony_call_grammar(answer, reasoning_open), True)
     return None if answer is None else ConstraintSpec(*answer, parser.end_marker)
+
+
+def _forced(plan: ChatPlan) -> bool:
+    return plan.choice.mode in ("required", "named") and bool(plan.tools)
+
+
+# Harmony's analysis message, as the model writes it before a call (the prompt ends `<|start|>assistant`)
+_HARMONY_ANALYSIS = "<|channel|>analysis<|message|>"
+_HARMONY_END, _HARMONY_NEXT = "<|end|>", "<|start|>assistant"
+
+
+def _harmony_call_grammar(answer: tuple[str, str, bool], reasoning_open: bool) -> str:
+    """A forced call for a Harmony (GPT-OSS) model: an optional analysis message (the rest of
+    one, mandatory, when the prompt opened it), then the forced call messages."""
+    head = "" if reasoning_open else f"{json.dumps(_HARMONY_ANALYSIS)} "
+    block = f"{head}analysis {json.dumps(_HARMONY_NEXT)}"
+    start = f"start: {block} answer" if reasoning_open else f"start: ({block})? answer"
+    rules = ["%llguidance {}", start, f"analysis[lazy]: /(?s:.*){_lark_literal_regex(_HARMONY_END)}/"]
+    return "\n".join(rules + _answer_rules(answer))
 
 
 def _answer_grammar(plan: ChatPlan) -> tuple[str, str, bool] | None:
     """(kind, value, strict) of what the answer must be: a forced tool call or the output format."""
     from mlxctl.api import toolcalls
 
-    if plan.choice.mode in ("required", "named") and plan.tools:
+    if _forced(plan):
         forcing = getattr(toolcalls.get_parser(plan.tool_parser), "forcing_grammar", None)
         if forcing is None:
             raise BadInputError(f"tool_choice={plan.choice.mode} needs constrained decoding, which the "
@@ -308,21 +332,31 @@ def _answer_grammar(plan: ChatPlan) -> tuple[str, str, bool] | None:
     return None if fmt is None else (fmt.kind, fmt.value, fmt.strict)
 
 
+_THINKING_GAP = r"[\x20\x0A\x0D\x09]{1,8}"
+
+
 def _thinking_grammar(plan: ChatPlan, parser: Any, answer: tuple[str, str, bool] | None, reasoning_open: bool) -> str:
     opener, end = parser.open_markers[0], parser.end_marker
-    budget = f"[max_tokens={plan.thinking_budget}]" if plan.thinking_budget is not None else ""
-    block = f"think {json.dumps(end)}" if reasoning_open else f"{json.dumps(opener)} think {json.dumps(end)}"
+    head = "" if reasoning_open else f"{json.dumps(opener)} "
+    if plan.thinking_budget is None:
+        # a lazy lexeme that ends at the first end marker: a greedy "anything but the marker"
+        # lexeme would swallow the marker's first characters and never let the model close
+        block = f"{head}think GAP?"
+        think = [f"think[lazy]: /(?s:.*){_lark_literal_regex(end)}/"]
+    else:  # at most N tokens, then the end marker is forced
+        block = f"{head}think {json.dumps(end)} GAP?"
+        think = [f"think[max_tokens={plan.thinking_budget}]: THINK",
+                 f"THINK: ~/(?s:.*){_lark_literal_regex(end)}(?s:.*)/"]
     if plan.thinking_budget is None and not reasoning_open:
         block = f"({block})?"
-    rules = ["%llguidance {}", f"start: {block} answer", f"think{budget}: THINK",
-             f"THINK: ~/(?s:.*){_lark_literal_regex(end)}(?s:.*)/"]
-    return "\n".join(rules + _answer_rules(answer))
+    gap = f"GAP: /{_THINKING_GAP}/"  # the blank line models write after thinking
+    return "\n".join(["%llguidance {}", f"start: {block} answer", *think, gap] + _answer_rules(answer))
 
 
 def _lark_literal_regex(text: str) -> str:
-    """``text`` as a Lark regex that matches it literally."""
-    return "".join(c if c.isalnum() or c == " " else "\\/" if c == "/" else "\\" + c if c in "\\^]" else f"[{c}]"
-                   for c in text)
+    """``text`` as a Lark regex that matches it literally (every other character as a hex escape,
+    which Rust's regex syntax reads as itself: ``[`` and ``<`` have meanings of their own)."""
+    return "".join(c if c.isascii() and (c.isalnum() or c == " ") else f"\\x{{{ord(c):X}}}" for c in text)
 
 
 def _answer_rules(answer: tuple[str, str, bool] | None) -> list[str]:
@@ -364,7 +398,8 @@ def _without_system(messages: list[dict]) -> list[dict]:
 
 def _tools_system(tools: list[dict], messages: list[dict]) -> dict:
     system = messages[0]["content"] + "\n\n" if messages and messages[0].get("role") == "system" else ""
-    listing = "\n".join(json.dumps(t["function"], ensure_ascii=False) for t in tools)
+    listing = "\n".join(json.dumps({k: v for k, v in t["function"].items() if k != "strict"}, ensure_ascii=False)
+                        for t in tools)
     return {"role": "system", "content": (
         f"{system}You can call functions. Their signatures, as JSON schema, are inside <tools></tools>:\n"
         f"<tools>\n{listing}\n</tools>\n"

@@ -46,7 +46,9 @@ def fails(call, *words: str) -> str:
     ([{"type": "function", "function": {"name": "f"}}],  # no parameters: an empty object schema
      [{"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {}}}}]),
     ([{"type": "function", "function": {"name": "a.b-c_1", "parameters": SCHEMA, "strict": True, "description": ""}}],
-     [{"type": "function", "function": {"name": "a.b-c_1", "parameters": SCHEMA}}]),  # strict, empty description dropped
+     [{"type": "function", "function": {"name": "a.b-c_1", "parameters": SCHEMA, "strict": True}}]),  # empty description dropped
+    ([{"type": "function", "function": {"name": "f", "parameters": SCHEMA, "strict": False}}],
+     [{"type": "function", "function": {"name": "f", "parameters": SCHEMA}}]),
 ])
 def test_openai_tools(given, expected):
     assert cp.openai_tools(given) == expected
@@ -75,7 +77,19 @@ def test_openai_tools_refused(given, words):
 def test_responses_tools_are_flat():
     given = [{"type": "function", "name": "get_weather", "description": "Weather", "parameters": SCHEMA, "strict": True},
              {"type": "function", "name": "get_time", "parameters": {"type": "object", "properties": {}}}]
-    assert cp.responses_tools(given) == TOOLS
+    strict_weather = {"type": "function", "function": {**WEATHER["function"], "strict": True}}
+    assert cp.responses_tools(given) == [strict_weather, TIME]
+
+
+def test_anthropic_tools_keep_strict():
+    given = [{"name": "get_weather", "description": "Weather", "input_schema": SCHEMA, "strict": True}]
+    assert cp.anthropic_tools(given)[0]["function"]["strict"] is True
+
+
+def test_the_hermes_system_prompt_does_not_show_strict():
+    strict = [{"type": "function", "function": {**WEATHER["function"], "strict": True}}]
+    system = cp.template_messages(plan(tools=strict), PLAIN, [USER])[0][0]["content"]
+    assert "strict" not in system and '"name": "get_weather"' in system
 
 
 @pytest.mark.parametrize(("given", "words"), [
@@ -417,9 +431,23 @@ def test_llama3_json_model_gets_its_own_grammar():
     assert "<tool_call>" not in spec.value
 
 
-def test_a_format_without_a_forcing_grammar_refuses_a_forced_call():
-    p = plan(ModelFormats("mistral"), choice=ToolChoice("required"))
-    fails(lambda: cp.constraint_for(p), "tool_choice=required", "mistral", "does not support")
+UNFORCEABLE = ("qwen3_coder", "glm4", "pythonic", "gemma")  # formats whose values are text, not JSON
+
+
+@pytest.mark.parametrize("fmt", UNFORCEABLE)
+@pytest.mark.parametrize("choice", [ToolChoice("required"), ToolChoice("named", "get_time")])
+def test_a_format_without_a_forcing_grammar_refuses_a_forced_call(fmt, choice):
+    assert getattr(get_parser(fmt), "forcing_grammar", None) is None
+    p = plan(ModelFormats(fmt), choice=choice)
+    fails(lambda: cp.constraint_for(p), f"tool_choice={choice.mode}", fmt, "does not support")
+
+
+@pytest.mark.parametrize("fmt", ["mistral", "granite", "deepseek_v3", "kimi_k2", "gpt_oss"])
+def test_json_formats_force_calls_with_their_own_grammar(fmt):
+    for choice, parallel in ((ToolChoice("required"), True), (ToolChoice("named", "get_time"), False)):
+        spec = cp.constraint_for(plan(ModelFormats(fmt), choice=choice, parallel=parallel))
+        expected = get_parser(fmt).forcing_grammar(TOOLS, choice.name, choice.mode == "required" and parallel)
+        assert (spec.kind, spec.value, spec.activate_after) == ("lark", expected, None)
 
 
 @pytest.mark.parametrize(("p", "expected"), [
@@ -452,14 +480,61 @@ def test_constraints_and_thinking(formats, kwargs, thinking_grammar, after, what
         p = cp.make_plan(formats, [], ToolChoice("none"), OutputFormat("json_object"), template_kwargs=kwargs)
     spec = cp.constraint_for(p)
     assert spec.activate_after == after
-    assert (spec.kind == "lark" and "THINK:" in spec.value) == thinking_grammar
+    assert (spec.kind == "lark" and "\nthink[" in spec.value) == thinking_grammar
+
+
+HARMONY = ModelFormats("gpt_oss", "gpt_oss", True)
+HARMONY_CALL = '<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city": "Paris"}'
+ANALYSIS = "<|channel|>analysis<|message|>The user wants the weather.<|end|><|start|>assistant"
+
+
+def test_a_harmony_forced_call_may_follow_an_analysis_message():
+    p = cp.make_plan(HARMONY, TOOLS, ToolChoice("required"), None)
+    spec = cp.constraint_for(p)
+    assert (spec.kind, spec.activate_after) == ("lark", None)  # calls never follow <|channel|>final
+    assert _accepts(spec.value, HARMONY_CALL)
+    assert _accepts(spec.value, ANALYSIS + HARMONY_CALL)
+    assert not _accepts(spec.value, "<|channel|>analysis<|message|>a<|end|>b<|end|><|start|>assistant" + HARMONY_CALL)
+    assert not _accepts(spec.value, "<|channel|>final<|message|>It is sunny.")
+    assert not _accepts(spec.value, ANALYSIS)  # the call is required
+    opened = cp.constraint_for(p, reasoning_open=True).value  # the prompt ends inside an analysis message
+    assert _accepts(opened, ANALYSIS.removeprefix("<|channel|>analysis<|message|>") + HARMONY_CALL)
+    assert not _accepts(opened, HARMONY_CALL)
+    # a structured format still waits for the final channel
+    fmt = cp.constraint_for(cp.make_plan(HARMONY, [], ToolChoice("none"), OutputFormat("json_object")))
+    assert fmt.activate_after == "<|channel|>final<|message|>"
 
 
 def test_a_prompt_that_opened_thinking_makes_the_thinking_block_mandatory():
     p = cp.make_plan(QWEN, [], ToolChoice("none"), OutputFormat("json_object"))
     optional, opened = cp.constraint_for(p).value, cp.constraint_for(p, reasoning_open=True).value
-    assert '("<think>" think "</think>")?' in optional
-    assert 'start: think "</think>" answer' in opened
+    assert _accepts(optional, '{"a": 1}') and _accepts(optional, '<think>\nHmm.\n</think>\n\n{"a": 1}')
+    assert not _accepts(opened, '{"a": 1}')
+    assert _accepts(opened, 'Hmm, JSON.\n</think>\n\n{"a": 1}')
+    assert not _accepts(opened, 'Hmm.</think>{"a": 1} and more')
+
+
+@pytest.mark.parametrize("formats", [QWEN, ModelFormats("hermes", "mistral"), ModelFormats("hermes", "deepseek_r1")])
+def test_a_model_may_close_its_thinking_itself_before_the_enforced_answer(formats):
+    # The thinking lexeme ends at the first end marker: a greedy one would swallow the marker's
+    # first characters and refuse the model's own end of thinking.
+    from mlxctl.api import reasoning
+
+    parser = reasoning.get_parser(formats.reasoning_parser)
+    opener, end = parser.open_markers[0], parser.end_marker
+    spec = cp.constraint_for(cp.make_plan(formats, TOOLS, ToolChoice("required"), None))
+    thought = f"{opener}The user wants the weather; get_weather it is.{end}\n\n"
+    assert _accepts(spec.value, thought + HERMES_CALL)
+    assert _accepts(spec.value, HERMES_CALL)
+    assert not _accepts(spec.value, thought + "It is sunny.")
+    assert not _accepts(spec.value, f"{opener}a{end}b{end}" + HERMES_CALL)  # thinking ends at its first end
+
+
+def test_a_thinking_budget_forces_the_end_marker_after_n_tokens():
+    spec = cp.constraint_for(cp.make_plan(QWEN, [], ToolChoice("none"), OutputFormat("json_object"),
+                                          thinking_budget=5))
+    assert _accepts(spec.value, '<think>hello</think>{"a": 1}')  # 5 byte-tokens, then the marker
+    assert not _accepts(spec.value, '<think>hello world</think>{"a": 1}')
 
 
 def test_with_plan_sets_the_constraint_only_when_there_is_one():

@@ -2,7 +2,8 @@
 
 One parser per request, picked by name (:func:`get_parser`, :func:`names`) or guessed from the
 model's chat template (:func:`detect_parser`); :func:`validate_arguments` checks a parsed call
-against its tool's JSON schema. :mod:`mlxctl.api.toolcalls.base` states the streaming contract
+against its tool's JSON schema; parsers run it on every complete call (see
+:mod:`mlxctl.api.toolcalls.base`), and :func:`add_validation_listener` is told of each mismatch. :mod:`mlxctl.api.toolcalls.base` states the streaming contract
 and each format's module its exact rules.
 
 Formats: ``hermes`` (Hermes, Qwen2.5, Qwen3), ``qwen3_coder`` (Qwen3-Coder XML), ``llama3_json``,
@@ -11,13 +12,20 @@ to 4.7), ``gemma`` (Gemma 4, FunctionGemma), ``kimi_k2`` and ``granite`` (Granit
 """
 
 from mlxctl.api.toolcalls.base import ParseDelta, ToolCall, ToolCallDelta, ToolParser
-from mlxctl.api.toolcalls.registry import detect_parser, get_parser, names, validate_arguments
+from mlxctl.api.toolcalls.registry import (
+    add_validation_listener,
+    detect_parser,
+    get_parser,
+    names,
+    validate_arguments,
+)
 
 __all__ = [
     "ParseDelta",
     "ToolCall",
     "ToolCallDelta",
     "ToolParser",
+    "add_validation_listener",
     "detect_parser",
     "get_parser",
     "names",

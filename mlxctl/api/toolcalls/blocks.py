@@ -175,7 +175,8 @@ class ValuesBlockParser(BlockParser):
     def _end_call(self, state: str) -> None:
         """The call is complete: close its arguments object, then read on in ``state``."""
         self._emit_args(self._call, self._writer.close())
-        self._close_call(self._call)
+        if not self._close_call(self._call):  # a strict tool's call off its schema: content
+            self._emit_content("".join(self._raw))
         self._call, self._raw = None, []
         self._state = state
 

@@ -178,7 +178,7 @@ class GemmaParser(BlockParser):
                     body = self._buf
                     self._consume(len(body))
                 calls = parse_block(body, self._quote)
-                if calls is None:
+                if calls is None or self._rejects_any(calls):
                     self._fail(final)
                     continue
                 for name, arguments in calls:

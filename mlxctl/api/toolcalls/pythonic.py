@@ -147,7 +147,7 @@ class PythonicParser(ToolParser):
                         continue
                     return
                 calls = parse_call_list(self._strip_wrapper(buf[:end]))
-                if calls is None or not all(self._known(name) for name, _ in calls):
+                if calls is None or not all(self._known(name) for name, _ in calls) or self._rejects_any(calls):
                     self._state = "plain"
                     continue
                 self._calls_found, self._list_end = calls, end

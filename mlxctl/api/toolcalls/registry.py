@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import functools
 import json
 
-from mlxctl.api.toolcalls.base import ToolCall, ToolParser, parameters_schema, tool_functions
+from mlxctl.api.toolcalls.base import (  # noqa: F401 - add_validation_listener is re-exported
+    ToolCall,
+    ToolParser,
+    add_validation_listener,
+    parameters_schema,
+    tool_functions,
+)
 from mlxctl.api.toolcalls.deepseek_v3 import DeepSeekV3Parser
 from mlxctl.api.toolcalls.gemma import GemmaParser
 from mlxctl.api.toolcalls.glm4 import Glm4Parser
@@ -81,6 +88,20 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
+@functools.lru_cache(maxsize=256)
+def _validator(schema_text: str):
+    """A checked validator for a schema (given as JSON text, the cache key), or the schema's error."""
+    import jsonschema
+
+    schema = json.loads(schema_text)
+    try:
+        validator_cls = jsonschema.validators.validator_for(schema)
+        validator_cls.check_schema(schema)
+    except jsonschema.exceptions.SchemaError as exc:
+        return _one_line(exc.message)
+    return validator_cls(schema)
+
+
 def validate_arguments(call: ToolCall, tools: list[dict]) -> str | None:
     """Check a call's arguments against its tool's JSON schema: a one-line error, or None if OK."""
     import jsonschema
@@ -99,12 +120,10 @@ def validate_arguments(call: ToolCall, tools: list[dict]) -> str | None:
     schema = parameters_schema(fn)
     if not schema:
         return None
-    try:
-        validator_cls = jsonschema.validators.validator_for(schema)
-        validator_cls.check_schema(schema)
-    except jsonschema.exceptions.SchemaError as exc:
-        return f"the schema of tool {call.name!r} is invalid: {_one_line(exc.message)}"
-    error = jsonschema.exceptions.best_match(validator_cls(schema).iter_errors(arguments))
+    validator = _validator(json.dumps(schema, sort_keys=True))
+    if isinstance(validator, str):
+        return f"the schema of tool {call.name!r} is invalid: {validator}"
+    error = jsonschema.exceptions.best_match(validator.iter_errors(arguments))
     if error is None:
         return None
     where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in error.absolute_path)
