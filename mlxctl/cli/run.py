@@ -36,6 +36,8 @@ def run(
     frequency_penalty: Annotated[float, typer.Option("--frequency-penalty", metavar="X", min=-2.0, max=2.0)] = 0.0,
     seed: Annotated[Optional[int], typer.Option("--seed", metavar="N", help="Seed for reproducible sampling.", show_default=False)] = None,
     stop: Annotated[Optional[list[str]], typer.Option("--stop", metavar="TEXT", help="Stop string (repeatable); not printed.", show_default=False)] = None,
+    stop_token_id: Annotated[Optional[list[int]], typer.Option("--stop-token-id", metavar="ID", min=0, help="Stop at this token id (repeatable); not printed.", show_default=False)] = None,
+    logit_bias: Annotated[Optional[list[str]], typer.Option("--logit-bias", metavar="ID=BIAS", help="Add BIAS (-100 to 100) to token ID's logit (repeatable); -100 bans it.", show_default=False)] = None,
     ignore_eos: Annotated[bool, typer.Option("--ignore-eos", help="Keep going past the end-of-sequence token.")] = False,
     logprobs: Annotated[int, typer.Option("--logprobs", metavar="N", min=0, max=20, help="With --json: log-probabilities of each token and N alternatives.")] = 0,
     dtype: Annotated[str, typer.Option("--dtype", metavar="DTYPE", help="Weights dtype: auto (float32 on CPU, as stored elsewhere), native, float32, float16, bfloat16.")] = "auto",
@@ -67,11 +69,26 @@ def run(
         max_tokens=max_tokens, temperature=temperature, top_p=top_p, top_k=top_k, min_p=min_p,
         repetition_penalty=repetition_penalty, presence_penalty=presence_penalty,
         frequency_penalty=frequency_penalty, seed=seed, stop=tuple(stop or ()), ignore_eos=ignore_eos,
-        logprobs=logprobs > 0, top_logprobs=logprobs,
+        logprobs=logprobs > 0, top_logprobs=logprobs, stop_token_ids=tuple(stop_token_id or ()),
+        logit_bias=parse_logit_bias(logit_bias or ()),
     )
     params.validate()
     mcp = _mcp_options(mcp_config, mcp_max_rounds, mcp_audit_log, tool_choice, raw)
     _execute(out, model, (dtype, load_format, moe_top_k, group), spec, params, verbose, mcp, videos)
+
+
+def parse_logit_bias(values: list[str] | tuple[str, ...]) -> tuple[tuple[int, float], ...]:
+    """``--logit-bias ID=BIAS`` values as (token id, bias) pairs; a malformed one is a one-line error."""
+    pairs = []
+    for value in values:
+        token, sep, bias = value.partition("=")
+        try:
+            if not sep:
+                raise ValueError
+            pairs.append((int(token), float(bias)))
+        except ValueError:
+            raise BadInputError(f"--logit-bias {value!r} is not ID=BIAS", hint="for example --logit-bias 28=-100") from None
+    return tuple(pairs)
 
 
 def _mcp_options(config: Path | None, max_rounds: int, audit_log: Path | None, tool_choice: str | None,

@@ -104,3 +104,22 @@ def test_dummy_weights_run_a_preset_with_the_real_tokenizer(cli):
 
 def test_dummy_weights_reject_an_unknown_preset(cli):
     one_line_error(cli("run", "--load-format", "dummy", "-m", "no-such-preset", "hi"), 4, "no-such-preset")
+
+
+def test_logit_bias_and_stop_token_ids_reach_the_sampler(cli):
+    forced = cli("run", "--json", "--raw", "--max-tokens", "3", "--logit-bias", "28=100", "The capital of France is")
+    assert forced.returncode == 0, forced.stderr
+    doc = json.loads(forced.stdout)
+    assert doc["usage"]["completion_tokens"] == 3 and doc["finish_reason"] == "length"
+    once = json.loads(cli("run", "--json", "--raw", "--max-tokens", "1", "--logit-bias", "28=100",
+                          "The capital of France is").stdout)["text"]
+    assert once and doc["text"] == once * 3  # token 28 every time
+    stopped = cli("run", "--json", "--raw", "--max-tokens", "3", "--logit-bias", "28=100", "--stop-token-id", "28",
+                  "The capital of France is")
+    got = json.loads(stopped.stdout)
+    assert got["finish_reason"] == "stop" and got["text"] == "" and got["usage"]["completion_tokens"] == 1
+
+
+def test_bad_logit_bias_is_a_one_line_error(cli):
+    one_line_error(cli("run", "--logit-bias", "28:5", "hi"), 4, "--logit-bias '28:5' is not ID=BIAS")
+    one_line_error(cli("run", "--logit-bias", "28=500", "hi"), 4, "logit_bias")
