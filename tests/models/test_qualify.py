@@ -134,3 +134,20 @@ def test_a_model_that_does_not_load(tmp_path, smollm2):
     assert [(c.name, c.status) for c in card.checks] == [("loads", "fail")] + [(n, "skip") for n in CHECKS[1:]]
     assert card.check("loads").detail.startswith("cannot load broken: ")
     assert not card.passed and card.metrics["load_s"] is None
+
+
+def test_a_format_the_server_cannot_force_is_asked_with_tool_choice_auto(smollm2_engine):
+    """The server refuses a forced call in pythonic format (no grammar for it): qualify asks again
+    with tool_choice auto and says so, instead of failing the check on the refusal."""
+    from mlxctl.server.app import init_app
+    from mlxctl.server.runner import BackgroundServer
+    from mlxctl.server.settings import ServeSettings
+
+    server = BackgroundServer(init_app(smollm2_engine, ServeSettings(model_name=MODEL, tool_call_parser="pythonic"))).start()
+    try:
+        card = qualify_url(server.url, budget=SMALL)
+    finally:
+        server.stop()
+    tool = card.check("tool_call")
+    assert "does not support" not in tool.detail
+    assert ("unforced reply" in tool.detail) if tool.status == "fail" else ("tool_choice auto" in tool.detail), tool.detail
