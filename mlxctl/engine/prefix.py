@@ -7,7 +7,8 @@ its prompt is done and concatenated back into a fresh cache (through its public
 quantised (8 or 4 bits, per group of the head dimension; a hit then restores an approximation,
 so the bit count is part of the fingerprint) and spill to a disk tier when evicted. Models whose caches are
 not plain KV caches (sliding windows, state-space layers) cannot be cut at a block boundary:
-for them reuse is off, and ``stats()`` says so.
+they are never trimmed to fake a hit. Reuse is off for them, and ``stats()`` says so: its
+``mode`` is ``blocks`` (block-level reuse of plain KV caches) or ``none``, with the ``reason``.
 """
 
 from __future__ import annotations
@@ -155,9 +156,9 @@ class PrefixReuse:
 
     def stats(self) -> dict:
         if not self.enabled:
-            return {"enabled": False, "reason": self.reason}
+            return {"enabled": False, "mode": "none", "reason": self.reason}
         disk = self.disk.stats() if self.disk is not None else {}
-        return {"enabled": True, "reason": None, "bits": self.bits} | self.cache.stats() | disk
+        return {"enabled": True, "mode": "blocks", "reason": None, "bits": self.bits} | self.cache.stats() | disk
 
     def _cache_from(self, blocks) -> list[Any]:
         cache = make_prompt_cache(self.model)
@@ -186,18 +187,60 @@ def _kv_shape(model: Any, cache: list[Any]) -> tuple[Any, int]:
 
 
 def _unsupported_reason(model: Any) -> str | None:
+    """Why blocks cannot be cut from this model's caches (None: they can). A plain ``KVCache``
+    holds every position and can be sliced anywhere; a ``RotatingKVCache`` (sliding window)
+    has dropped old positions, and state-space caches (``ArraysCache``, ``MambaCache``) hold one
+    state for the whole prefix, so neither can be shortened to a block boundary."""
     kinds = {type(c).__name__ for c in make_prompt_cache(model)}
-    return None if kinds == {"KVCache"} else f"cache layers {sorted(kinds)} cannot be cut at block boundaries"
+    if kinds == {"KVCache"}:
+        return None
+    return (f"cache layers {sorted(kinds)} cannot be cut at block boundaries "
+            "(sliding-window or state-space layers): no prefix reuse")
 
 
 def fingerprint(loaded: Any) -> str:
-    """What changes the KV: the model's identity, its config and its weights' dtype."""
+    """What changes the KV: the model's name and config, its weights (each tensor's name, shape,
+    dtype and a sample of its values: see :func:`weights_identity`) and the experts each token
+    is routed to (``--moe-top-k`` lowers the ``top_k`` of a mixture-of-experts model's blocks, so
+    the same weights and config give another KV)."""
+    from mlxctl.models.moe import moe_blocks
+
+    config = json.dumps(getattr(loaded, "config", {}) or {}, sort_keys=True, default=str)
+    blocks = moe_blocks(loaded.model) if hasattr(loaded.model, "modules") else []  # (test wrappers may lack it)
+    routing = ",".join(str(b.top_k) for b in blocks)
+    towers = getattr(getattr(loaded, "vision", None), "towers", None)  # image features feed the KV too
+    weights = weights_identity([m for m in (loaded.model, towers) if hasattr(m, "parameters")])
+    return hashlib.sha256(f"{loaded.name}|{config}|moe_top_k={routing}|{weights}".encode()).hexdigest()
+
+
+WEIGHT_SAMPLES = 64  # values read from each tensor for the weights' identity
+
+
+def weights_identity(modules: list[Any]) -> str:
+    """A cheap identity of the weights a model holds in memory: for every tensor its name, shape
+    and dtype and ``WEIGHT_SAMPLES`` of its values, evenly spread (packed quantised values,
+    scales and biases alike). Two checkpoints of one architecture (a fine-tune, another seed of
+    dummy weights) differ in their samples; the same weights always give the same identity, across
+    restarts too (no float sums, whose order could vary). Reading a few values per tensor costs
+    milliseconds where hashing the files would read every byte."""
+    import numpy as np
     from mlx.utils import tree_flatten
 
-    params = tree_flatten(loaded.model.parameters())
-    dtype = str(params[0][1].dtype) if params else ""
-    config = json.dumps(getattr(loaded, "config", {}) or {}, sort_keys=True, default=str)
-    return hashlib.sha256(f"{loaded.name}|{dtype}|{config}".encode()).hexdigest()
+    params = [(f"{i}.{name}", p) for i, m in enumerate(modules) for name, p in tree_flatten(m.parameters())]
+    samples = []
+    for _, p in params:
+        flat = p.reshape(-1)
+        if p.size > WEIGHT_SAMPLES:
+            flat = flat[mx.array(np.linspace(0, p.size - 1, num=WEIGHT_SAMPLES).astype(np.int64))]
+        samples.append(flat)
+    mx.eval(samples)
+    h = hashlib.sha256()
+    for (name, p), s in zip(params, samples):
+        h.update(f"{name}:{tuple(p.shape)}:{p.dtype};".encode())
+        if s.dtype == mx.bfloat16:  # numpy has no bfloat16; float32 holds every value exactly
+            s = s.astype(mx.float32)
+        h.update(np.array(s).tobytes())
+    return h.hexdigest()
 
 
 def default_disk_budget(directory: str) -> int:

@@ -70,7 +70,7 @@ def test_disabled_cache_never_hits(pair):
     _, off = pair
     off.submit(SYSTEM, GREEDY).collect()
     assert off.submit(SYSTEM, GREEDY).collect().usage.cached_tokens == 0
-    assert off.stats()["prefix_cache"] == {"enabled": False, "reason": "disabled"}
+    assert off.stats()["prefix_cache"] == {"enabled": False, "mode": "none", "reason": "disabled"}
 
 
 def test_a_tiny_budget_evicts_and_stays_correct():
