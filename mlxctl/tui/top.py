@@ -11,14 +11,16 @@ import time
 from typing import ClassVar
 
 from rich.text import Text
-from textual.app import App, ComposeResult
+from textual.app import App, ComposeResult, ScreenStackError
 from textual.binding import Binding
+from textual.css.query import NoMatches
 from textual.containers import Horizontal, Vertical
 from textual.widgets import DataTable, Footer, Sparkline, Static
 
 from mlxctl.tui import fmt
 from mlxctl.tui.client import Poll, StatusPoller
 from mlxctl.tui.stats import Tracker, finished_requests, in_flight
+from mlxctl.tui.top_models import MODEL_COLUMNS, model_rows, models_title
 
 DISCONNECTED = "disconnected — retrying"
 COLUMNS = (("id", "request"), ("state", "state"), ("prompt", "prompt done/total"),
@@ -26,7 +28,8 @@ COLUMNS = (("id", "request"), ("state", "state"), ("prompt", "prompt done/total"
 
 
 class TopApp(App[None]):
-    """Watch one daemon: header, scheduler table, throughput and TTFT plots, cache, memory."""
+    """Watch one daemon: header, scheduler table, models, throughput and TTFT plots, cache,
+    memory."""
 
     TITLE = "mlxctl top"
     CSS = """
@@ -36,12 +39,13 @@ class TopApp(App[None]):
     #conn.-down { background: $error; }
     #conn.-paused { background: $warning-darken-2; }
     #requests { height: 1fr; min-height: 5; border: round $primary-lighten-1; }
+    #models { height: auto; max-height: 8; border: round $primary-lighten-1; }
     #plots { height: 6; }
     .plot { width: 1fr; height: 6; border: round $secondary; padding: 0 1; }
     .plot Sparkline { height: 1fr; }
     #panels { height: 9; }
     .panel { width: 1fr; height: 9; border: round $accent; padding: 0 1; }
-    .-stale #requests, .-stale .plot, .-stale .panel { opacity: 60%; }
+    .-stale #requests, .-stale #models, .-stale .plot, .-stale .panel { opacity: 60%; }
     """
     BINDINGS: ClassVar = [
         Binding("q", "quit", "Quit"),
@@ -69,6 +73,7 @@ class TopApp(App[None]):
         yield Static(Text(f"connecting to {self.url} …"), id="conn")
         table = DataTable(id="requests", cursor_type="none", zebra_stripes=True)
         yield table
+        yield DataTable(id="models", cursor_type="none", zebra_stripes=True)
         with Horizontal(id="plots"):
             with Vertical(id="throughput", classes="plot"):
                 yield Sparkline([], id="throughput-spark", summary_function=max)
@@ -84,6 +89,10 @@ class TopApp(App[None]):
         for key, label in COLUMNS:
             table.add_column(label, key=key)
         table.border_title = "Requests"
+        models = self.query_one("#models", DataTable)
+        for key, label in MODEL_COLUMNS:
+            models.add_column(label, key=key)
+        models.border_title = "Models"
         self.query_one("#throughput").border_title = "Output tok/s"
         self.query_one("#ttft").border_title = "TTFT ms (requests finished per poll)"
         self.query_one("#cache").border_title = "Prefix cache"
@@ -134,8 +143,12 @@ class TopApp(App[None]):
         self.tracker.update(poll)
         if poll.ok:
             self.last_ok = poll
-        self.screen.set_class(not poll.ok, "-stale")
-        self._show(poll)
+        try:
+            self.screen.set_class(not poll.ok, "-stale")
+            self._show(poll)
+        except (NoMatches, ScreenStackError):  # the app closed while the answer was on its way
+            if self.is_running and not self._exit:
+                raise
 
     # -- rendering (in place) ---------------------------------------------------------------
 
@@ -149,6 +162,7 @@ class TopApp(App[None]):
         status = poll.status
         self._show_header(status, poll.metrics)
         self._show_requests(status)
+        self._show_models(status)
         self._show_plots()
         self.query_one("#cache", Static).update(cache_text(status))
         self.query_one("#memory", Static).update(memory_text(status))
@@ -208,18 +222,16 @@ class TopApp(App[None]):
                 f"{r.get('generated', 0):,}/{r.get('max_new_tokens') or '∞'}",
                 f"{tps:.1f}" if tps is not None else "-",
             )
-        for key in [k for k in table.rows if k.value not in wanted]:
-            table.remove_row(key)
-        present = {k.value for k in table.rows}
-        for rid, cells in wanted.items():
-            if rid in present:
-                for (column, _), value in zip(COLUMNS, cells):
-                    table.update_cell(rid, column, value)
-            else:
-                table.add_row(*cells, key=rid)
+        update_rows(table, COLUMNS, wanted)
         table.border_title = (f"Requests: {len(engine.get('running') or [])} running · "
                               f"{len(engine.get('prefilling') or [])} prefilling · "
                               f"{len(engine.get('waiting') or [])} waiting")
+
+    def _show_models(self, status: dict) -> None:
+        """One row per served model (the primary first), updated in place; the last rows seen
+        stay (dimmed) while the daemon does not answer."""
+        update_rows(self.query_one("#models", DataTable), MODEL_COLUMNS, model_rows(status))
+        self.query_one("#models", DataTable).border_title = models_title(status)
 
     def _show_plots(self) -> None:
         t = self.tracker
@@ -232,6 +244,19 @@ class TopApp(App[None]):
         mean = t.mean_ttft_ms(self.last_ok.metrics) if self.last_ok is not None else None
         self.query_one("#ttft").border_subtitle = (
             f"last {_ms(t.last_ttft_ms)} · all-time mean {_ms(mean)}")
+
+
+def update_rows(table: DataTable, columns: tuple, wanted: dict[str, tuple]) -> None:
+    """Make ``table`` hold exactly ``wanted`` (row key -> cells), changing cells in place."""
+    for key in [k for k in table.rows if k.value not in wanted]:
+        table.remove_row(key)
+    present = {k.value for k in table.rows}
+    for key, cells in wanted.items():
+        if key in present:
+            for (column, _), value in zip(columns, cells):
+                table.update_cell(key, column, value, update_width=True)
+        else:
+            table.add_row(*cells, key=key)
 
 
 def window(points: list[float], width: int) -> list[float]:

@@ -1,28 +1,43 @@
-"""`mlxctl top` (TopApp) driven by Textual's pilot against a real daemon on the SmolLM2 engine."""
+"""`mlxctl top` (TopApp) driven by Textual's pilot against a real daemon on the SmolLM2 engine.
+
+Set MLXCTL_TOP_SCREENSHOTS=docs/img to refresh the screenshots of docs/tui.md (top.svg and
+top-disconnected.svg): ``MLXCTL_TOP_SCREENSHOTS=docs/img python -m pytest tests/tui/test_top.py``.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import html
+import os
 import re
+import shutil
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import httpx
 import pytest
 
+from mlxctl.engine.engine import Engine
+from mlxctl.models.loader import LoadedModel
 from mlxctl.server.app import init_app
+from mlxctl.server.residency import ModelPool
 from mlxctl.server.runner import BackgroundServer, free_port
 from mlxctl.server.settings import ServeSettings
 from mlxctl.tui.client import Poll, parse_metrics
 from mlxctl.tui.client import base_url as parse_base_url
 from mlxctl.tui.stats import Tracker
 from mlxctl.tui.top import DISCONNECTED, TopApp
+from mlxctl.tui.top_models import model_rows, models_title
 from tests.cli.helpers import REPO, clean_env
+from tests.engine.tiny import tiny_llama
 
 MODEL = "smollm2-135m"
 SIZE = (110, 34)
+DOCS_SIZE = (110, 38)  # the screenshots of docs/tui.md: seven request rows and three model rows
+VOCAB = 49152  # SmolLM2's tokenizer, so the server's text paths work on the tiny pool models
 pytestmark = pytest.mark.timeout(120)
 
 
@@ -63,6 +78,61 @@ def start_daemon(engine, port: int) -> BackgroundServer:
 def svg_text(svg: str) -> str:
     """The characters an SVG screenshot shows, tags dropped (non-breaking spaces as spaces)."""
     return html.unescape(re.sub(r"<[^>]+>", "", svg)).replace("\xa0", " ")
+
+
+def screenshot(app: TopApp, tmp_path: Path, name: str) -> str:
+    """Save an SVG screenshot (and copy it to $MLXCTL_TOP_SCREENSHOTS); its visible text."""
+    path = Path(app.save_screenshot(filename=name, path=str(tmp_path)))
+    if target := os.environ.get("MLXCTL_TOP_SCREENSHOTS"):
+        shutil.copy(path, Path(target) / name)
+    svg = path.read_text()
+    assert svg.lstrip().startswith("<svg")
+    return svg_text(svg)
+
+
+def model_table(app: TopApp) -> dict[str, list[str]]:
+    """The models panel as shown: model id -> the text of each cell."""
+    from textual.css.query import NoMatches
+
+    try:
+        table = app.query_one("#models")
+    except NoMatches:
+        return {}
+    return {str(table.get_row(key)[0]): [str(c) for c in table.get_row(key)] for key in table.rows}
+
+
+def tiny_engine(seed: int, tokenizer):
+    def make() -> Engine:
+        model = tiny_llama(seed=seed, vocab=VOCAB)
+        return Engine(lambda: LoadedModel(model, tokenizer, {"vocab_size": VOCAB}, 512, set(), f"tiny-{seed}"))
+    return make
+
+
+@pytest.fixture
+def two_models(engine):
+    """(url, pool, server): a real daemon serving SmolLM2 (primary) and, from its resident pool,
+    two tiny random llamas: tiny-a (lazy) and tiny-b (lazy, pinned once loaded)."""
+    pool = ModelPool(budget_bytes=0, default_keep_alive_s=300.0)
+    tokenizer = engine.model.tokenizer
+    pool.add("tiny-a", "preset:tiny-a", tiny_engine(1, tokenizer))
+    pool.add("tiny-b", "preset:tiny-b", tiny_engine(2, tokenizer), pinned=True)
+    server = BackgroundServer(init_app(engine, ServeSettings(model_name=MODEL), pool)).start()
+    yield server.url, pool, server
+    server.submit(pool.close()).result(30)
+    server.stop()
+
+
+async def complete(url: str, model: str) -> dict:
+    async with httpx.AsyncClient(timeout=120) as client:
+        r = await client.post(f"{url}/v1/completions", json={
+            "model": model, "prompt": [3, 1, 4, 1, 5, 9, 2, 6], "max_tokens": 4, "temperature": 0})
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+async def hold(server: BackgroundServer, coro):
+    """Run ``coro`` on the server's own loop (the pool lives there) without blocking the app."""
+    return await asyncio.wrap_future(server.submit(coro))
 
 
 # -- against a real daemon -------------------------------------------------------------------
@@ -155,20 +225,148 @@ async def test_api_key(serve):
 
 
 @pytest.mark.asyncio
-async def test_screenshot_shows_every_panel(base_url, tmp_path):
-    app = TopApp(url=base_url, interval=0.2)
+async def test_models_panel_follows_loads_leases_and_unloads(two_models):
+    url, pool, server = two_models
+    app = TopApp(url=url, interval=0.1)
     async with app.run_test(size=SIZE) as pilot:
-        await chat(base_url, max_tokens=8)
-        assert await until(pilot, lambda: "done 1" in text_of(app, "#header") and app.tracker.ttft_ms)
-        await pilot.pause()
-        path = app.save_screenshot(filename="top.svg", path=str(tmp_path))
-    svg = (tmp_path / "top.svg").read_text()
-    assert svg.lstrip().startswith("<svg")
-    shown = svg_text(svg)
-    for text in (MODEL, "● loaded", "done 1", "Requests: 0 running", "generated/max", "tok/s",
+        assert await until(pilot, lambda: len(model_table(app)) == 3)
+        rows = model_table(app)
+        assert list(rows) == [MODEL, "tiny-a", "tiny-b"]  # the primary first
+        assert rows[MODEL][1] == "ready" and rows[MODEL][7] == "primary" and rows[MODEL][4] == "never"
+        assert rows["tiny-a"][1] == "unloaded" and rows["tiny-a"][5] == "-" and rows["tiny-a"][6] == "0"
+        assert rows["tiny-a"][4] == "5m00s" and rows["tiny-a"][7] == ""
+        assert rows["tiny-b"][7] == "yes"
+        assert app.query_one("#models").border_title == "Models: 3 served · 1 loaded · 0 leased"
+
+        await complete(url, "tiny-a")  # loads on first use
+        # the lease ends just after the response: wait for both
+        assert await until(pilot, lambda: model_table(app)["tiny-a"][1:3] == ["ready", "0"])
+        rows = model_table(app)
+        assert rows["tiny-a"][6] == "1" and rows["tiny-a"][5].endswith("MiB")
+        assert "2 loaded" in app.query_one("#models").border_title
+
+        resident = await hold(server, pool.lease("tiny-a"))  # what a request does while it runs
+        try:
+            assert await until(pilot, lambda: model_table(app)["tiny-a"][2] == "1")
+            assert model_table(app)["tiny-a"][3] == "-"  # not idle while in use
+            assert app.query_one("#models").border_title.endswith("1 leased")
+        finally:
+            await hold(server, _release(pool, resident))
+        assert await until(pilot, lambda: model_table(app)["tiny-a"][2] == "0")
+        assert await until(pilot, lambda: model_table(app)["tiny-a"][3].endswith("s"))  # idle for …s
+
+        async with httpx.AsyncClient(timeout=60) as client:
+            assert (await client.post(f"{url}/v1/models/tiny-a/unload")).json()["state"] == "unloaded"
+        assert await until(pilot, lambda: model_table(app)["tiny-a"][1] == "unloaded")
+        assert model_table(app)["tiny-a"][5] == "-"
+
+
+async def _release(pool: ModelPool, resident) -> None:
+    pool.release(resident)
+
+
+@pytest.mark.asyncio
+async def test_models_panel_keeps_the_last_rows_dimmed_while_the_daemon_is_down(engine):
+    port = free_port()
+    server = start_daemon(engine, port)
+    app = TopApp(url=f"http://127.0.0.1:{port}", interval=0.1)
+    async with app.run_test(size=SIZE) as pilot:
+        try:
+            assert await until(pilot, lambda: list(model_table(app)) == [MODEL])
+            assert app.query_one("#models").border_title == "Models: 1 served · 1 loaded · 0 leased"
+        finally:
+            server.stop()
+        assert await until(pilot, lambda: DISCONNECTED in text_of(app, "#conn"))
+        assert list(model_table(app)) == [MODEL] and app.screen.has_class("-stale")
+
+
+def test_model_rows_without_a_pool_and_with_a_failed_model():
+    status = {"model": "m", "loaded": False, "engine": {"num_running": 2, "num_waiting": 1}}
+    rows = model_rows(status)
+    assert list(rows) == ["m"] and str(rows["m"][1]) == "loading" and rows["m"][2] == "3"
+    status = {"model": "m", "loaded": True, "draining": True, "models": [
+        {"id": "x", "state": "failed", "error": "no such model", "in_use": 0, "idle_s": 61.0,
+         "keep_alive_s": None, "weights_bytes": 0, "loads": 0, "pinned": False}]}
+    rows = model_rows(status)
+    assert str(rows["m"][1]) == "draining"
+    assert str(rows["x"][1]) == "failed: no such model" and rows["x"][3] == "1m01s" and rows["x"][4] == "never"
+    assert models_title(status) == "Models: 2 served · 1 loaded · 0 leased"
+
+
+SYSTEM = ("You are the storyteller of a small harbour town. You know every boat, every family and every "
+          "storm of the last hundred years, and you tell each story slowly, with the names of the people, "
+          "the weather, the sounds of the harbour and what the town learned from it. ") * 3
+
+
+async def _stream(url: str, ready: asyncio.Event, i: int, max_tokens: int = 400) -> None:
+    body = {"model": MODEL, "messages": [{"role": "system", "content": SYSTEM},
+                                         {"role": "user", "content": f"Tell story number {i}, at length."}],
+            "max_tokens": max_tokens, "temperature": 0, "stream": True, "ignore_eos": True}
+    async with httpx.AsyncClient(timeout=120) as client:
+        async with client.stream("POST", f"{url}/v1/chat/completions", json=body) as r:
+            async for line in r.aiter_lines():
+                if line.startswith("data: "):
+                    ready.set()
+
+
+@pytest.mark.asyncio
+async def test_screenshot_shows_every_panel(two_models, tmp_path):
+    """docs/img/top.svg: seven streamed requests in flight on the primary, a pool model loaded
+    and leased, another not loaded yet."""
+    url, pool, server = two_models
+    app = TopApp(url=url, interval=0.25)
+    async with app.run_test(size=DOCS_SIZE) as pilot:
+        await asyncio.gather(_stream(url, asyncio.Event(), 0, max_tokens=8), complete(url, "tiny-a"))
+        assert await until(pilot, lambda: "done 2" in text_of(app, "#header") and app.tracker.ttft_ms)
+        resident = await hold(server, pool.lease("tiny-a"))
+        events = [asyncio.Event() for _ in range(7)]
+        streams = [asyncio.ensure_future(_stream(url, e, i + 1)) for i, e in enumerate(events)]
+        try:
+            assert await until(pilot, lambda: len(in_flight_rows(app)) == 7 and all(e.is_set() for e in events)
+                               and len(app.tracker.request_tps) == 7 and app.tracker.output_tps, timeout=180)
+            assert await until(pilot, lambda: model_table(app)["tiny-a"][2] == "1")
+            await pilot.pause(3)  # a few more points on the plots
+            shown = screenshot(app, tmp_path, "top.svg")
+        finally:
+            for task in streams:
+                task.cancel()
+            await asyncio.gather(*streams, return_exceptions=True)
+            await hold(server, _release(pool, resident))
+    for text in (MODEL, "● loaded", "done 2", "Requests: 7 running", "generated/max", "tok/s",
+                 "Models: 3 served · 2 loaded · 1 leased", "tiny-a", "tiny-b", "primary", "keep-alive", "12.3 MiB",
                  "Output tok/s", "TTFT ms", "Prefix cache", "hit rate", "Memory", "active",
                  "Quit", "Pause", "Reset"):
-        assert text in shown, (text, path)
+        assert text in shown, text
+
+
+def in_flight_rows(app: TopApp) -> list:
+    from textual.css.query import NoMatches
+
+    try:
+        return list(app.query_one("#requests").rows)
+    except NoMatches:
+        return []
+
+
+@pytest.mark.asyncio
+async def test_screenshot_after_the_daemon_went_away(engine, tmp_path):
+    """docs/img/top-disconnected.svg: the last figures dimmed, the reason on the connection line."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    server = start_daemon(engine, port)
+    app = TopApp(url=url, interval=0.25)
+    async with app.run_test(size=DOCS_SIZE) as pilot:
+        try:
+            assert await until(pilot, lambda: app.connected and MODEL in text_of(app, "#header"))
+            await chat(url, max_tokens=8)
+            assert await until(pilot, lambda: "done 1" in text_of(app, "#header"))
+        finally:
+            server.stop()
+        assert await until(pilot, lambda: DISCONNECTED in text_of(app, "#conn") and "last answer" in text_of(app, "#conn"))
+        await pilot.pause(0.3)
+        shown = screenshot(app, tmp_path, "top-disconnected.svg")
+    for text in ("● unreachable", f"nothing is listening at {url}", "Models: 1 served", MODEL):
+        assert text in shown, text
 
 
 # -- the pieces, without a daemon ------------------------------------------------------------
