@@ -29,6 +29,8 @@ complete -c mlxctl -n '__fish_seen_subcommand_from run' -l presence-penalty -r -
 complete -c mlxctl -n '__fish_seen_subcommand_from run' -l frequency-penalty -r -F
 complete -c mlxctl -n '__fish_seen_subcommand_from run' -l seed -r -F -d 'Seed for reproducible sampling'
 complete -c mlxctl -n '__fish_seen_subcommand_from run' -l stop -r -F -d 'Stop string (repeatable); not printed'
+complete -c mlxctl -n '__fish_seen_subcommand_from run' -l stop-token-id -r -F -d 'Stop at this token id (repeatable); not printed'
+complete -c mlxctl -n '__fish_seen_subcommand_from run' -l logit-bias -r -F -d 'Add BIAS (-100 to 100) to token ID\'s logit (repeatable); -100 bans it'
 complete -c mlxctl -n '__fish_seen_subcommand_from run' -l ignore-eos -d 'Keep going past the end-of-sequence token'
 complete -c mlxctl -n '__fish_seen_subcommand_from run' -l logprobs -r -F -d 'With --json: log-probabilities of each token and N alternatives'
 complete -c mlxctl -n '__fish_seen_subcommand_from run' -l dtype -r -F -d 'Weights dtype: auto (float32 on CPU, as stored elsewhere), native, float32, float16, bfloat16'
@@ -44,6 +46,8 @@ complete -c mlxctl -n '__fish_seen_subcommand_from run' -l tool-choice -r -F -d 
 complete -c mlxctl -n '__fish_seen_subcommand_from run' -l help -d 'Show this message and exit'
 complete -c mlxctl -n '__fish_seen_subcommand_from run' -F
 complete -c mlxctl -n '__fish_seen_subcommand_from serve' -l model -s m -r -F -d 'Catalog name, model folder, .gguf file or Hugging Face repo id (default: smollm2-135m)'
+complete -c mlxctl -n '__fish_seen_subcommand_from serve' -l models-config -r -F -d 'More models to serve beside -m, from a JSON or YAML file: a \'models\' list of {name, ref, pin, keep_alive, dtype, load_format, moe_top_k, max_num_seqs, prefill_chunk} (see docs/serve.md)'
+complete -c mlxctl -n '__fish_seen_subcommand_from serve' -l allow-unconfigured-models -d 'Let a request name a model that is not configured: a catalog chat model or a Hugging Face repo id (never a local path), fetched if missing and loaded into the pool'
 complete -c mlxctl -n '__fish_seen_subcommand_from serve' -l host -r -F -d 'Address to listen on'
 complete -c mlxctl -n '__fish_seen_subcommand_from serve' -l port -s p -r -F -d 'Port to listen on'
 complete -c mlxctl -n '__fish_seen_subcommand_from serve' -l served-model-name -r -F -d 'The model id clients use (default: the model reference)'
@@ -74,7 +78,7 @@ complete -c mlxctl -n '__fish_seen_subcommand_from serve' -l warm-prompts-concur
 complete -c mlxctl -n '__fish_seen_subcommand_from serve' -l tool-call-parser -r -F -d 'Tool-call format: auto (from the chat template), none, or a format name (docs/tools.md)'
 complete -c mlxctl -n '__fish_seen_subcommand_from serve' -l reasoning-parser -r -F -d 'Reasoning format: auto, none, or a format name (docs/tools.md)'
 complete -c mlxctl -n '__fish_seen_subcommand_from serve' -l max-retries -r -F -d 'Failed engine steps a request may live through (it resumes from its checkpoint) before it ends with an error'
-complete -c mlxctl -n '__fish_seen_subcommand_from serve' -l max-loaded-gb -r -F -d 'Weights of the extra models kept loaded at once; least recently used idle ones are unloaded (0: no limit)'
+complete -c mlxctl -n '__fish_seen_subcommand_from serve' -l max-loaded-gb -r -F -d 'Weights of the extra models kept loaded at once: idle ones are unloaded, least recently used first, to make room before a load; a model that cannot fit is refused (0: no limit)'
 complete -c mlxctl -n '__fish_seen_subcommand_from serve' -l keep-alive -r -F -d 'How long an extra model stays loaded after its last request (300, 5m, 1h; -1: forever)'
 complete -c mlxctl -n '__fish_seen_subcommand_from serve' -l pin -r -F -d 'Never unload this extra model once loaded (repeatable)'
 complete -c mlxctl -n '__fish_seen_subcommand_from serve' -l tui -d 'Show the live view (mlxctl top) in this terminal; quitting it stops the server'

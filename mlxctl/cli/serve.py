@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import sys
 from pathlib import Path
 from typing import Annotated, Any, Optional
@@ -21,7 +20,9 @@ LOG_FORMATS = ("human", "json")
 
 
 ModelOpt = Annotated[Optional[list[str]], typer.Option("--model", "-m", metavar="[NAME=]MODEL", show_default=False, help="Catalog name, model folder, .gguf file or Hugging Face repo id (default: smollm2-135m). Repeat it to serve several: the first is loaded at start, the others when a request names them.")]
-MaxLoadedOpt = Annotated[float, typer.Option("--max-loaded-gb", metavar="GB", min=0.0, help="Weights of the extra models kept loaded at once; least recently used idle ones are unloaded (0: no limit).")]
+ModelsConfigOpt = Annotated[Optional[Path], typer.Option("--models-config", metavar="FILE", show_default=False, help="More models to serve beside -m, from a JSON or YAML file: a 'models' list of {name, ref, pin, keep_alive, dtype, load_format, moe_top_k, max_num_seqs, prefill_chunk} (see docs/serve.md).")]
+AllowUnconfiguredOpt = Annotated[bool, typer.Option("--allow-unconfigured-models", help="Let a request name a model that is not configured: a catalog chat model or a Hugging Face repo id (never a local path), fetched if missing and loaded into the pool. Off: such a request is a 404 and nothing is downloaded.")]
+MaxLoadedOpt = Annotated[float, typer.Option("--max-loaded-gb", metavar="GB", min=0.0, help="Weights of the extra models kept loaded at once: idle ones are unloaded, least recently used first, to make room before a load; a model that cannot fit is refused (0: no limit).")]
 KeepAliveOpt = Annotated[str, typer.Option("--keep-alive", metavar="DURATION", help="How long an extra model stays loaded after its last request (300, 5m, 1h; -1: forever).")]
 NameOpt = Annotated[Optional[str], typer.Option("--served-model-name", metavar="NAME", show_default=False, help="The model id clients use (default: the model reference).")]
 DtypeOpt = Annotated[str, typer.Option("--dtype", metavar="DTYPE", help="Weights dtype: auto, native, float32, float16, bfloat16.")]
@@ -65,6 +66,8 @@ MediaPathOpt = Annotated[Optional[Path], typer.Option("--allowed-local-media-pat
 def serve(
     ctx: typer.Context,
     model: ModelOpt = None,
+    models_config: ModelsConfigOpt = None,
+    allow_unconfigured_models: AllowUnconfiguredOpt = False,
     host: HostOpt = DEFAULT_HOST,
     port: PortOpt = DEFAULT_PORT,
     served_model_name: NameOpt = None,
@@ -129,12 +132,15 @@ def serve(
         stt_model=stt_model, tts_model=tts_model, allowed_local_media_path=allowed_local_media_path,
     )
     prefix = _prefix_config(prefix_cache, prefix_block_size, prefix_cache_gb, prefix_cache_bits, cache_dir, cache_dir_gb)
-    _check_names(settings.model_name, extras, pin)
+    from mlxctl.cli.serve_models import load_models_config, pool_specs
     from mlxctl.server.residency import parse_keep_alive
 
-    residency = (extras, int(max_loaded_gb * (1 << 30)), parse_keep_alive(keep_alive, "--keep-alive"), tui,
-                 str(log_file) if log_file else None, frozenset(pin or ()))
-    check_serve_options(tensor_parallel, extra_models=len(extras), cache_dir=cache_dir)
+    specs = pool_specs(extras, load_models_config(models_config) if models_config else [], pin, settings.model_name)
+    residency = (specs, int(max_loaded_gb * (1 << 30)), parse_keep_alive(keep_alive, "--keep-alive"), tui,
+                 str(log_file) if log_file else None, allow_unconfigured_models)
+    check_serve_options(tensor_parallel, extra_models=len(specs), cache_dir=cache_dir)
+    if tensor_parallel > 1 and allow_unconfigured_models:
+        raise BadInputError("--tensor-parallel serves one model", hint="drop --allow-unconfigured-models")
     _execute(output_for(ctx), first, (dtype, load_format, moe_top_k), settings, max_num_seqs,
              (prefill_chunk, prefix, max_retries, tensor_parallel), residency)
 
@@ -180,14 +186,6 @@ def _prefix_config(enabled: bool, block_size: int, gb: float, bits: int, cache_d
 
     return PrefixConfig(enabled=enabled, block_size=block_size, max_bytes=int(gb * (1 << 30)), bits=bits,
                         cache_dir=str(cache_dir) if cache_dir else None, disk_max_bytes=int(dir_gb * (1 << 30)))
-
-
-def _check_names(served: str, extras: list[tuple[str, str]], pin: list[str] | None) -> None:
-    if served in dict(extras):
-        raise BadInputError(f"two models are served as {served!r}", hint="name them with -m NAME=MODEL")
-    unknown = sorted(set(pin or ()) - {name for name, _ in extras})
-    if unknown:
-        raise BadInputError(f"--pin {unknown[0]}: not an extra model", hint="pin the names given as -m NAME=MODEL after the first")
 
 
 def split_models(models: list[str] | None) -> tuple[tuple[str | None, str | None], list[tuple[str, str]]]:
@@ -298,14 +296,13 @@ def read_api_key(key: str | None, key_file: Path | None, key_from_flag: bool = F
 
 
 def _execute(out: Output, model: str | None, weights: tuple, settings, max_num_seqs: int,
-             engine_opts: tuple, residency: tuple = ((), 0, 300.0, False, None, frozenset())) -> None:
+             engine_opts: tuple, residency: tuple = ((), 0, 300.0, False, None, False)) -> None:
     from mlxctl.engine.engine import EngineConfig
     from mlxctl.engine.scheduler import SchedulerConfig
     from mlxctl.generation import lazy_engine
     from mlxctl.server import lifecycle
     from mlxctl.server.app import init_app
-    from mlxctl.server.residency import ModelPool
-
+    from mlxctl.cli.serve_models import EngineDefaults, build_pool
     from mlxctl.cli.tensor_parallel import follow, rank_group
 
     prefill_chunk, prefix, max_retries, tensor_parallel = engine_opts
@@ -313,7 +310,7 @@ def _execute(out: Output, model: str | None, weights: tuple, settings, max_num_s
     config = EngineConfig(SchedulerConfig(max_num_seqs=max_num_seqs, prefill_chunk=prefill_chunk,
                                           max_prefilling=min(8, max_num_seqs)), prefix=prefix, max_retries=max_retries)
     dtype, load_format, moe_top_k = weights
-    extras, budget, keep_alive_s, tui, log_file, pinned = residency
+    specs, budget, keep_alive_s, tui, log_file, allow_unconfigured = residency
     progress = None if tui else out.message  # nothing may write over the live view
     if group is not None and group.rank() != 0:
         follow(lazy_engine(model, dtype=dtype, config=config, load_format=load_format, moe_top_k=moe_top_k,
@@ -321,12 +318,8 @@ def _execute(out: Output, model: str | None, weights: tuple, settings, max_num_s
         return
     engine = lazy_engine(model, dtype=dtype, progress=progress, config=config, load_format=load_format,
                          moe_top_k=moe_top_k, group=group)
-    pool = ModelPool(budget, keep_alive_s)
-    for name, ref in extras:
-        pool.add(name, ref, functools.partial(lazy_engine, ref, dtype=dtype, progress=progress, config=config,
-                                              load_format=load_format, moe_top_k=moe_top_k),
-                 pinned=name in pinned)
-    app = init_app(engine, settings, pool)
+    app = init_app(engine, settings, build_pool(specs, budget, keep_alive_s, EngineDefaults(
+        dtype, load_format, moe_top_k, config, progress), allow_unconfigured))
     if tui:
         lifecycle.run_with_tui(app, log_file)
         return

@@ -2,15 +2,16 @@
 
 ``inspect_model(ref)`` reads config.json and the safetensors headers (an 8-byte little-endian
 length, then a JSON table of dtype, shape and byte range per tensor), or a GGUF file's metadata
-and tensor table, or a CTranslate2 ``model.bin``'s variable table, and reports the architecture,
-the parameter count (quantised tensors count their logical parameters), dtype and quantisation,
-the size on disk, the context length, the chat template and the tool-call / reasoning formats it
-implies, and the memory the model needs (weights + KV cache at a context and batch size) against
-the memory MLX may use on this machine.
+and tensor table, a CTranslate2 ``model.bin``'s variable table, or an ONNX graph's initialisers,
+and reports the architecture, the parameter count (quantised tensors count their logical
+parameters), dtype and quantisation, the size on disk, the context length, the chat template
+and the tool-call / reasoning formats it implies, and the memory the model needs (weights + KV
+cache at a context and batch size) against the memory MLX may use on this machine.
 
 This module assembles the report and picks the reader for a folder or file; the readers live in
-``inspect_safetensors`` (with ``inspect_config`` and ``inspect_params``), ``inspect_gguf`` and
-``inspect_ct2``, the memory estimate in ``inspect_memory``, the lookup in ``inspect_locate``.
+``inspect_safetensors`` (with ``inspect_config`` and ``inspect_params``), ``inspect_gguf``,
+``inspect_ct2`` and ``inspect_onnx``, the memory estimate in ``inspect_memory``, the lookup in
+``inspect_locate``.
 Only :func:`memory_limit` imports MLX (and only when called); the rest reads files.
 """
 
@@ -33,6 +34,7 @@ from mlxctl.models.inspect_memory import (
     memory_limit,
     physical_memory,
 )
+from mlxctl.models.inspect_onnx import _onnx_facts
 from mlxctl.models.inspect_safetensors import (
     TensorInfo,
     _safetensors_facts,
@@ -163,9 +165,22 @@ def read_facts(path: Path) -> _Facts:
     if safetensors := _safetensors_files(path, files):
         return _safetensors_facts(path, safetensors, files)
     if onnx := [p for p in files if p.suffix.lower() == ".onnx"]:
-        return _Facts(format="onnx", files=files, weights_bytes=sum(map(_size, onnx)))
+        return _onnx_facts(onnx, files)
     raise ModelFormatError(
         f"{path} holds no model weights I can read",
         hint="expected *.safetensors with config.json, a .gguf file, a CTranslate2 model.bin "
         "or an .onnx file",
     )
+
+
+def loaded_weights_bytes(path: Path, dtype: str = "auto") -> int | None:
+    """The bytes of weights the model at ``path`` will take once `run`/`serve` load it with
+    ``--dtype`` (auto: float32 on the CPU backend, as stored elsewhere), from its headers alone;
+    None when they do not say. `serve` keeps its --max-loaded-gb budget with it before a load."""
+    from mlxctl.models.loader import weight_dtype
+
+    target = weight_dtype(dtype)  # imports MLX: only callers about to load a model need this
+    as_loaded = "native" if target is None else str(target).rpartition(".")[2]
+    if as_loaded not in ESTIMATE_DTYPES:
+        return None
+    return estimate_memory(read_facts(path), None, 1, as_loaded, (None, "unused"))["weights_bytes"]

@@ -1,14 +1,24 @@
 """Several models in one daemon: lazy loading, a memory budget, leases, idle unloading.
 
 The primary model (``serve -m``, the first one) is loaded at start and pinned. Every other model
-named with ``serve -m NAME=REF`` (or ``-m REF``) is loaded when a request first names it, on a
-thread of its own, so requests to models already resident go on meanwhile. A request holds a
-lease on its model until its response is written; a leased model is never unloaded. After a
-load, if the models' weights exceed ``--max-loaded-gb``, the least recently used models that
-are neither leased nor pinned are unloaded. A model unused for its keep-alive (``--keep-alive``,
-or Ollama's per-request ``keep_alive``: seconds, "5m", "1h", 0 = unload when idle, -1 = never)
-is unloaded by a reaper. A name that is not configured is a 404: nothing is ever downloaded
-because a request body said so.
+named with ``serve -m NAME=REF`` (or ``-m REF``, or in ``--models-config``) is loaded when a
+request first names it, on a thread of its own, so requests to models already resident go on
+meanwhile. A request holds a lease on its model until its response is written; a leased model
+is never unloaded.
+
+The budget (``--max-loaded-gb``) is kept before a load, not after: when the new model's weights
+can be estimated from its headers (``mlxctl model inspect``'s reader), the least recently used
+models that are neither leased nor pinned are unloaded until it fits, then it is loaded; when it
+cannot fit even so, the load is refused with a 507 (or a 503 with Retry-After while the room is
+held by models in use) that says why. After a load the budget is checked again (estimates can
+be off; some models cannot be estimated).
+
+A model unused for its keep-alive (``--keep-alive``, or Ollama's per-request ``keep_alive``:
+seconds, "5m", "1h", 0 = unload when idle, -1 = never) is unloaded by a reaper. A name that is
+not configured is a 404, so nothing is ever downloaded because a request body said so, unless
+the operator passed ``--allow-unconfigured-models``: then ``unconfigured(name)`` (given by
+``serve``) decides whether the name is one a request may load (catalog chat models and Hugging
+Face repo ids, never local paths) and the model joins the pool as if configured.
 """
 
 from __future__ import annotations
@@ -21,7 +31,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from mlxctl.errors import BadInputError
+from mlxctl.errors import BadInputError, MlxctlError, ModelNotFoundError
+from mlxctl.server.errors import ApiError
 
 log = logging.getLogger("mlxctl.server")
 
@@ -59,26 +70,43 @@ class Resident:
     nbytes: int = 0
     error: str | None = None
     loads: int = 0
+    # the bytes of weights loading it will take, read from its headers before loading (None:
+    # cannot tell); runs on a worker thread, and may fetch the model into the store first
+    estimate: Callable[[], int | None] | None = None
+    estimated_bytes: int | None = None
+    reserved: int = 0  # budget held for it while it loads
+    configured: bool = True  # False: added because a request named it (--allow-unconfigured-models)
     _loading: asyncio.Future | None = None
 
     def describe(self) -> dict:
         idle = time.monotonic() - self.last_used
         return {"id": self.name, "ref": self.ref, "state": self.state, "pinned": self.pinned,
-                "in_use": self.leases, "weights_bytes": self.nbytes, "idle_s": round(idle, 1),
-                "keep_alive_s": self.keep_alive_s, "loads": self.loads, "error": self.error}
+                "in_use": self.leases, "weights_bytes": self.nbytes, "estimated_bytes": self.estimated_bytes,
+                "idle_s": round(idle, 1), "keep_alive_s": self.keep_alive_s, "loads": self.loads,
+                "configured": self.configured, "error": self.error}
+
+
+# (make_engine, estimate) for a model a request named, or BadInputError saying why it may not
+Unconfigured = Callable[[str], tuple[Callable[[], Any], Callable[[], int | None] | None]]
+
+_KEEP = object()  # add(): the pool's default keep-alive
 
 
 class ModelPool:
-    def __init__(self, budget_bytes: int = 0, default_keep_alive_s: float | None = 300.0):
+    def __init__(self, budget_bytes: int = 0, default_keep_alive_s: float | None = 300.0,
+                 unconfigured: Unconfigured | None = None):
         self.budget_bytes = budget_bytes  # 0: no limit
         self.default_keep_alive_s = default_keep_alive_s
+        self.unconfigured = unconfigured  # None: a name that is not configured is not served
         self.models: dict[str, Resident] = {}
 
     def add(self, name: str, ref: str, make_engine: Callable[[], Any], *, pinned: bool = False,
-            engine: Any = None) -> Resident:
+            engine: Any = None, keep_alive_s: Any = _KEEP,
+            estimate: Callable[[], int | None] | None = None) -> Resident:
         if name in self.models:
             raise BadInputError(f"two models are served as {name!r}", hint="name them with -m NAME=REF")
-        resident = Resident(name, ref, make_engine, pinned, self.default_keep_alive_s, engine)
+        keep = self.default_keep_alive_s if keep_alive_s is _KEEP else keep_alive_s
+        resident = Resident(name, ref, make_engine, pinned, keep, engine, estimate=estimate)
         if engine is not None and engine.model is not None:
             resident.state, resident.nbytes = "ready", weights_bytes(engine)
         self.models[name] = resident
@@ -87,9 +115,28 @@ class ModelPool:
     def get(self, name: str) -> Resident | None:
         return self.models.get(name)
 
+    def admit(self, name: str) -> str | None:
+        """Make ``name`` a pool model if it is not one and unconfigured models are allowed.
+
+        None once it is one; else why not ("" when the server serves only what is configured).
+        Nothing is fetched or loaded here: that happens on the lease, like any lazy load."""
+        if name in self.models:
+            return None
+        if self.unconfigured is None:
+            return ""
+        try:
+            make_engine, estimate = self.unconfigured(name)
+        except MlxctlError as err:
+            return err.message
+        self.add(name, name, make_engine, estimate=estimate).configured = False
+        log.info("model %s added to the pool at a request's asking", name)
+        return None
+
     async def lease(self, name: str, keep_alive: Any = None) -> Resident:
         """The model, loaded; the caller must ``release`` it when its response is done."""
-        resident = self.models[name]
+        resident = self.models.get(name)
+        if resident is None:  # a model a request added, dropped after its load failed
+            raise ModelNotFoundError(f"model '{name}' is no longer served")
         if keep_alive is not None:
             resident.keep_alive_s = parse_keep_alive(keep_alive)
         resident.leases += 1
@@ -116,18 +163,63 @@ class ModelPool:
 
     async def _load(self, resident: Resident) -> None:
         resident.state, resident.error = "loading", None
-        engine = resident.make_engine()
         try:
+            if resident.estimate is not None:  # on a thread: it may fetch the model first
+                resident.estimated_bytes = await asyncio.to_thread(resident.estimate)
+            if resident.estimated_bytes:
+                resident.reserved = resident.estimated_bytes
+                await self.make_room(resident, resident.estimated_bytes)
+            engine = resident.make_engine()
             await asyncio.to_thread(engine.start)  # never blocks requests to other models
         except Exception as exc:
-            resident.state, resident.error = "failed", getattr(exc, "message", str(exc))
-            resident._loading = None
+            resident.reserved, resident._loading = 0, None
+            resident.state = "unloaded" if isinstance(exc, ApiError) else "failed"
+            resident.error = getattr(exc, "message", str(exc))
+            if not resident.configured and resident.state == "failed":
+                self.models.pop(resident.name, None)  # requests cannot fill the pool with failures
             raise
-        resident.engine, resident.state = engine, "ready"
+        resident.engine, resident.state, resident.reserved = engine, "ready", 0
         resident.nbytes, resident.loads = weights_bytes(engine), resident.loads + 1
         resident._loading = None
         log.info("model %s loaded (%d MB of weights)", resident.name, resident.nbytes >> 20)
         await self.enforce_budget(keep=resident)
+
+    async def make_room(self, resident: Resident, need: int) -> list[str]:
+        """Unload least recently used idle models until ``need`` more bytes fit the budget; an
+        ApiError (507, or 503 while models in use hold the room) when they cannot."""
+        if not self.budget_bytes:
+            return []
+        if need > self.budget_bytes:
+            raise ApiError(507, f"model '{resident.name}' needs about {_gb(need)} of weights, more than the "
+                                f"whole --max-loaded-gb budget ({_gb(self.budget_bytes)})", code="model_too_large")
+        evicted: list[str] = []
+        while self._committed(resident) + need > self.budget_bytes:
+            idle = [r for r in self.models.values()
+                    if r.state == "ready" and not r.leases and not r.pinned and r is not resident]
+            if not idle:
+                raise self._no_room(resident, need)
+            victim = min(idle, key=lambda r: r.last_used)
+            if not await self.unload(victim.name):  # cannot happen: it was idle just now
+                raise self._no_room(resident, need)
+            evicted.append(victim.name)
+            log.info("model %s unloaded to make room for %s", victim.name, resident.name)
+        return evicted
+
+    def _committed(self, resident: Resident | None = None) -> int:
+        """Bytes of weights loaded, and held for models loading, besides ``resident``'s."""
+        return sum(r.nbytes if r.state == "ready" else r.reserved
+                   for r in self.models.values() if r is not resident and r.state in ("ready", "loading"))
+
+    def _no_room(self, resident: Resident, need: int) -> ApiError:
+        holders = [r for r in self.models.values()
+                   if r is not resident and r.state in ("ready", "loading") and (r.nbytes or r.reserved)]
+        busy = [r for r in holders if r.leases or r.state == "loading"]
+        held = ", ".join(f"'{r.name}' {_gb(r.nbytes or r.reserved)} ({_why_held(r)})" for r in holders)
+        message = (f"model '{resident.name}' needs about {_gb(need)} of weights and the --max-loaded-gb budget "
+                   f"({_gb(self.budget_bytes)}) is held by models that cannot be unloaded now: {held}")
+        if busy:  # leases end and loads finish: worth retrying
+            return ApiError(503, message, code="model_budget_busy", headers={"Retry-After": "5"})
+        return ApiError(507, message + "; unpin one or raise --max-loaded-gb", code="model_budget_full")
 
     async def unload(self, name: str, *, force: bool = False) -> bool:
         """Unload a model no request holds (pinned ones only with ``force``); False if it could not."""
@@ -170,7 +262,7 @@ class ModelPool:
                 log.exception("idle unload failed")
 
     @property
-    def loaded_bytes(self) -> int:
+    def loaded_bytes(self) -> int:  # the weights of the pool's ready models
         return sum(r.nbytes for r in self.models.values() if r.state == "ready")
 
     def describe(self) -> list[dict]:
@@ -188,6 +280,16 @@ def _shutdown(engine: Any) -> None:
     import mlx.core as mx
 
     mx.clear_cache()
+
+
+def _why_held(r: Resident) -> str:
+    if r.state == "loading":
+        return "loading"
+    return "in use" if r.leases else "pinned"
+
+
+def _gb(n: int) -> str:
+    return f"{n / (1 << 30):.2f} GiB" if n >= 1 << 27 else f"{n / (1 << 20):.1f} MiB"
 
 
 def weights_bytes(engine: Any) -> int:

@@ -1,5 +1,6 @@
 """The models this server answers to, per request: the primary one (``serve -m``, its served name
-and aliases) and the resident pool's (``serve -m NAME=REF``). Any other name is a 404."""
+and aliases) and the resident pool's (``serve -m NAME=REF``). Any other name is a 404, unless
+the pool admits it (``serve --allow-unconfigured-models``)."""
 
 from __future__ import annotations
 
@@ -21,9 +22,12 @@ def served_names(app: web.Application) -> list[str]:
 
 
 def check_model(request: web.Request, name: str) -> None:
-    if name not in served_names(request.app):
+    if name in served_names(request.app):
+        return
+    why = request.app[POOL].admit(name)  # serve --allow-unconfigured-models; None: now a pool model
+    if why is not None:
         names = ", ".join(f"'{n}'" for n in served_names(request.app))
-        raise ApiError(404, f"model '{name}' not found: this server serves {names}",
+        raise ApiError(404, f"model '{name}' not found: this server serves {names}" + (f" ({why})" if why else ""),
                        param="model", code="model_not_found")
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 from aiohttp import web
 
 from mlxctl.api import anthropic_events as events
@@ -42,9 +41,16 @@ async def count_tokens(request: web.Request) -> web.Response:
     return web.json_response({"input_tokens": len(tokens) + extra})
 
 
+class MessagesBody(MessagesRequest):
+    """/v1/messages' body plus Ollama's ``keep_alive`` (how long a pool model stays loaded
+    after this request: 300, "5m", "1h", 0, -1), as /v1/chat/completions takes it."""
+
+    keep_alive: int | float | str | None = None
+
+
 async def messages(request: web.Request) -> web.StreamResponse:
-    req = await parse_body(request, MessagesRequest)
-    engine = await use_model(request, req.model)
+    req = await parse_body(request, MessagesBody)
+    engine = await use_model(request, req.model, req.keep_alive)
     images = await load_images(request, engine, _image_refs(req))
     tokens, plan, opens = prompt_tokens(engine.model.tokenizer, req, model_formats(request),
                                         image_token=image_token(engine))

@@ -53,9 +53,16 @@ async def delete(request: web.Request) -> web.Response:
     return web.json_response({"id": response_id, "object": "response.deleted", "deleted": True})
 
 
+class ResponsesBody(ResponsesRequest):
+    """/v1/responses' body plus Ollama's ``keep_alive`` (how long a pool model stays loaded
+    after this request: 300, "5m", "1h", 0, -1), as /v1/chat/completions takes it."""
+
+    keep_alive: int | float | str | None = None
+
+
 async def create(request: web.Request) -> web.StreamResponse:
-    req = await parse_body(request, ResponsesRequest)
-    engine = await use_model(request, req.model)
+    req = await parse_body(request, ResponsesBody)
+    engine = await use_model(request, req.model, req.keep_alive)
     previous = _stored(request, req.previous_response_id, "previous_response_id").messages \
         if req.previous_response_id else ()
     loaded = await load_images(request, engine, image_refs(req))
