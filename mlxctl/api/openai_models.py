@@ -16,6 +16,9 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    StrictFloat,
+    StrictInt,
+    StrictStr,
     ValidationInfo,
     field_validator,
     model_validator,
@@ -25,6 +28,8 @@ from mlxctl.vision.sampling import MAX_FPS, MAX_FRAMES, VideoSampling
 
 MAX_CHOICES = 64
 TokenId = Annotated[int, Field(ge=0)]
+# Ollama's keep_alive: seconds (a number) or a duration string; strict, so JSON true is not 1 s
+KeepAlive = StrictInt | StrictFloat | StrictStr | None
 
 
 class _Body(BaseModel):
@@ -188,7 +193,7 @@ class SamplingFields(_Body):
     ignore_eos: bool = False
     stop_token_ids: list[TokenId] | None = None
     skip_special_tokens: bool = True
-    keep_alive: int | float | str | None = None  # Ollama's: how long the model stays loaded after this request
+    keep_alive: KeepAlive = None  # Ollama's: how long the model stays loaded after this request
     cache_salt: str | None = Field(None, min_length=1)  # only requests with the same salt share cached prefixes
 
     @field_validator("logit_bias")

@@ -115,7 +115,9 @@ def _quant_text(q: dict | None) -> str:
         text = f"GGUF {q['type']} ({q['bits']}-bit, blocks of {q['group_size']})"
         extra = sorted(set(q["overrides"].values()))
         return text + (f"; also {', '.join(extra)} in {len(q['overrides'])} tensors" if extra else "")
-    text = f"{q.get('bits')}-bit {q.get('mode') or q.get('method')}, group size {q.get('group_size')}"
+    text = f"{q.get('bits')}-bit {q.get('mode') or q.get('method')}"
+    if q.get("group_size") is not None:
+        text += f", group size {q['group_size']}"
     overrides = [f"{m}: {o.get('bits')}-bit" for m, o in q.get("overrides", {}).items()]
     if overrides:
         text += "; " + ", ".join(overrides)

@@ -66,7 +66,7 @@ def test_responses_take_keep_alive(daemon):
 @pytest.mark.parametrize("model", ["tiny-a", "smollm2-135m"])
 def test_a_bad_keep_alive_is_a_400_in_the_protocol_shape(daemon, path, body, model):
     url, pool, _ = daemon
-    for bad in ("soon", "5 parsecs", [5]):
+    for bad in ("soon", "5 parsecs", [5], True):
         r = httpx.post(f"{url}{path}", timeout=60, json={"model": model, **body, "keep_alive": bad})
         assert r.status_code == 400, r.text
         error = r.json()["error"]

@@ -19,6 +19,7 @@ from mlxctl.api.chat_split import OutputSplitter
 from mlxctl.api.chat_split import new_splitter
 from mlxctl.engine.sampling import SamplingParams
 from mlxctl.errors import MlxctlError
+from mlxctl.api.openai_models import KeepAlive
 from mlxctl.server.body import parse_body
 from mlxctl.server.errors import ApiError, error_body
 from mlxctl.server.generate import generation
@@ -45,7 +46,7 @@ class MessagesBody(MessagesRequest):
     """/v1/messages' body plus Ollama's ``keep_alive`` (how long a pool model stays loaded
     after this request: 300, "5m", "1h", 0, -1), as /v1/chat/completions takes it."""
 
-    keep_alive: int | float | str | None = None
+    keep_alive: KeepAlive = None
 
 
 async def messages(request: web.Request) -> web.StreamResponse:

@@ -23,6 +23,7 @@ from mlxctl.api.responses_translate import (
 )
 from mlxctl.engine.sampling import SamplingParams
 from mlxctl.errors import MlxctlError
+from mlxctl.api.openai_models import KeepAlive
 from mlxctl.server.body import parse_body
 from mlxctl.server.errors import ApiError
 from mlxctl.server.generate import generation
@@ -57,7 +58,7 @@ class ResponsesBody(ResponsesRequest):
     """/v1/responses' body plus Ollama's ``keep_alive`` (how long a pool model stays loaded
     after this request: 300, "5m", "1h", 0, -1), as /v1/chat/completions takes it."""
 
-    keep_alive: int | float | str | None = None
+    keep_alive: KeepAlive = None
 
 
 async def create(request: web.Request) -> web.StreamResponse:
