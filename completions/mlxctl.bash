@@ -20,7 +20,7 @@ _mlxctl_options() {
         'mlxctl top') echo '--url --interval --api-key --help' ;;
         'mlxctl model') echo --help ;;
         'mlxctl model inspect') echo '--context -c --batch -b --dtype --json --help' ;;
-        'mlxctl model acquire') echo '--revision --allow-patterns --name --json --quiet -q --help' ;;
+        'mlxctl model acquire') echo '--revision --allow-patterns --name --no-convert --quantize --group-size --recipe --dtype --json --quiet -q --help' ;;
         'mlxctl model convert') echo '--name --quantize --group-size --recipe --dtype --json --quiet -q --help' ;;
         'mlxctl model qualify') echo '--url --api-key --json --help' ;;
         'mlxctl model list') echo '--json --quiet -q --help' ;;
@@ -39,7 +39,7 @@ _mlxctl_value_options() {
         'mlxctl chat') echo '--model -m --url --api-key --load --system -s --temperature -t --max-tokens -n --seed --image' ;;
         'mlxctl top') echo '--url --interval --api-key' ;;
         'mlxctl model inspect') echo '--context -c --batch -b --dtype' ;;
-        'mlxctl model acquire') echo '--revision --allow-patterns --name' ;;
+        'mlxctl model acquire') echo '--revision --allow-patterns --name --quantize --group-size --recipe --dtype' ;;
         'mlxctl model convert') echo '--name --quantize --group-size --recipe --dtype' ;;
         'mlxctl model qualify') echo '--url --api-key' ;;
     esac
@@ -47,6 +47,10 @@ _mlxctl_value_options() {
 
 _mlxctl_choices() {
     case "$1" in
+        'mlxctl model acquire --quantize') echo '2 3 4 6 8 auto none' ;;
+        'mlxctl model acquire --group-size') echo '32 64 128' ;;
+        'mlxctl model acquire --recipe') echo 'mixed_2_6 mixed_3_4 mixed_3_6 mixed_4_6' ;;
+        'mlxctl model acquire --dtype') echo 'float16 bfloat16 float32' ;;
         'mlxctl model convert --quantize') echo '2 3 4 6 8 auto none' ;;
         'mlxctl model convert --group-size') echo '32 64 128' ;;
         'mlxctl model convert --recipe') echo 'mixed_2_6 mixed_3_4 mixed_3_6 mixed_4_6' ;;

@@ -11,6 +11,13 @@ Sources:
   the user's own HF cache (resumable, shared with every other HF tool); the store folder holds
   links to that snapshot and a manifest that records its path, never a second copy.
 
+A local or Hugging Face model that is not in MLX format (Hugging Face safetensors, GGUF,
+faster-whisper, Kokoro ONNX) is converted on acquire by the converters of ``mlxctl model
+convert`` and stored, converted, under the acquired name (:mod:`.acquire_convert`); the source
+stays where it is (the HF snapshot in the HF cache). ``convert=False`` keeps the files as fetched.
+Catalog models are stored as shipped (speech models get their ``<name>-mlx`` conversion on
+first use, see :mod:`mlxctl.audio.models`).
+
 Every store folder gets a ``manifest.json`` (see :mod:`mlxctl.models.manifest`). A folder is
 built under a ``.partial-`` name and renamed into place, so an interrupted acquire or remove
 never leaves something that looks like a complete model.
@@ -24,6 +31,7 @@ from pathlib import Path
 
 from mlxctl.errors import BadInputError, ModelNotFoundError
 from mlxctl.models.acquire_common import Acquired, check_name
+from mlxctl.models.acquire_convert import Conversion, check_conversion
 from mlxctl.models.acquire_files import acquire_local, link_or_copy
 from mlxctl.models.acquire_hub import acquire_hf
 from mlxctl.models.acquire_snapshot import cached_snapshot
@@ -35,6 +43,7 @@ from mlxctl.models.store import ModelStore
 
 __all__ = [
     "Acquired",
+    "Conversion",
     "Progress",
     "acquire",
     "acquire_catalog",
@@ -60,24 +69,40 @@ def acquire(
     name: str | None = None,
     progress: Progress = None,
     progress_bars: bool = True,
+    convert: bool = True,
+    quantize: str | None = None,
+    group_size: int | None = None,
+    recipe: str | None = None,
+    dtype: str | None = None,
 ) -> Acquired:
-    """Put the model ``ref`` in the store (or find it there) and return its folder."""
+    """Put the model ``ref`` in the store (or find it there) and return its folder.
+
+    A local or Hugging Face model that is not MLX is converted (``quantize``, ``group_size``,
+    ``recipe`` and ``dtype`` as for :func:`mlxctl.models.convert.convert_model`); with
+    ``convert=False`` it is kept as fetched."""
     store = store if store is not None else ModelStore()
     ref = ref.strip()
     if not ref:
         raise BadInputError("the model reference is empty")
     if name is not None:
         check_name(name)
+    conversion = Conversion(convert, quantize, group_size, recipe, dtype)
+    check_conversion(conversion)
     patterns = _split_patterns(allow_patterns)
     if (entry := catalog_entry(ref)) is not None:
         _refuse_hf_options(ref, revision, patterns)
         if name is not None and name != entry.name:
             raise BadInputError(f"catalog model {ref} keeps its name; leave out --name")
+        if conversion.given:
+            raise BadInputError(
+                f"catalog model {ref} is stored as shipped; leave out "
+                f"{', '.join(conversion.given)} and convert it afterwards: mlxctl model convert {ref}"
+            )
         return acquire_catalog(entry, store, progress)
     path = Path(ref).expanduser()
     if path.exists():
         _refuse_hf_options(ref, revision, patterns)
-        return acquire_local(path, store, name=name, progress=progress)
+        return acquire_local(path, store, name=name, progress=progress, conversion=conversion)
     if _looks_like_path(ref):
         raise ModelNotFoundError(f"no such file or folder: {ref}")
     if _REPO_ID.match(ref):
@@ -92,6 +117,7 @@ def acquire(
             name=name,
             progress=progress,
             progress_bars=progress_bars,
+            conversion=conversion,
         )
     raise ModelNotFoundError(
         f"unknown model {ref!r}",

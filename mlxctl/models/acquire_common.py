@@ -17,6 +17,7 @@ class Acquired:
     path: Path
     manifest: dict
     fetched: bool  # False when the store already held it
+    converted: bool = False  # True when this call converted it to MLX
 
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")

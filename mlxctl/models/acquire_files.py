@@ -1,5 +1,7 @@
-"""Acquire a local model folder or ``.gguf`` file: hard-linked into the store when it is on the
-same filesystem (no second copy, and it survives the original's deletion), else copied."""
+"""Acquire a local model folder or ``.gguf`` file. One that is MLX already (or ``--no-convert``)
+is hard-linked into the store when it is on the same filesystem (no second copy, and it survives
+the original's deletion), else copied; one that is not is converted into the store (see
+:mod:`mlxctl.models.acquire_convert`) and the original stays where it is."""
 
 from __future__ import annotations
 
@@ -16,6 +18,15 @@ from mlxctl.models.acquire_common import (
     inside,
     safe_name,
 )
+from mlxctl.models.acquire_convert import (
+    Conversion,
+    build_converted,
+    decide,
+    same_treatment,
+    say_converting,
+    say_kept,
+)
+from mlxctl.models.acquire_store import replace
 from mlxctl.models.manifest import (
     file_hashes,
     model_files,
@@ -27,9 +38,17 @@ from mlxctl.models.store import ModelStore
 
 
 def acquire_local(
-    path: Path, store: ModelStore, *, name: str | None = None, progress: Progress = None
+    path: Path,
+    store: ModelStore,
+    *,
+    name: str | None = None,
+    progress: Progress = None,
+    conversion: Conversion | None = None,
 ) -> Acquired:
-    """Link (same filesystem) or copy a local model folder or .gguf file into the store."""
+    """Link (same filesystem) or copy a local model folder or .gguf file into the store, or
+    store its MLX conversion when it is not MLX (``conversion``: the options; default: convert
+    what is not MLX, unquantized). The same source acquired the same way again is a no-op;
+    another way (other options, ``--no-convert``) rebuilds it."""
     from mlxctl.models.inspect import read_facts
 
     path = path.resolve()
@@ -39,15 +58,22 @@ def acquire_local(
         )
     facts = read_facts(path)  # refuses what inspect could not read
     name = name or check_name(safe_name(path.stem if path.is_file() else path.name))
-    if (found := existing(store, name, str(path))) is not None:
+    found = existing(store, name, str(path))
+    decision = decide(path, store, conversion or Conversion())
+    if found is not None and same_treatment(found.manifest, decision):
         return found
-    sources = [(path, path.name)] if path.is_file() else _relative_files(path)
-    source_manifest = (read_manifest(path) if path.is_dir() else None) or {}
-    folder = store.install(
-        name,
-        partial(_build_local, sources, name, str(path), facts.format, source_manifest, progress),
-    )
-    return Acquired(name, folder, read_manifest(folder) or {}, True)
+    if decision.converts:
+        say_converting(progress, path.name, name, decision)
+        fields = {"source": str(path), "source_type": "local"}
+        build = partial(build_converted, decision, path, name, store, progress, fields)
+    else:
+        say_kept(progress, name, decision)
+        sources = [(path, path.name)] if path.is_file() else _relative_files(path)
+        source_manifest = (read_manifest(path) if path.is_dir() else None) or {}
+        build = partial(_build_local, sources, name, str(path), facts.format, source_manifest,
+                        decision.not_converted, progress)  # fmt: skip
+    folder = replace(store, name, build) if found is not None else store.install(name, build)
+    return Acquired(name, folder, read_manifest(folder) or {}, True, converted=decision.converts)
 
 
 def _relative_files(folder: Path) -> list[tuple[Path, str]]:
@@ -60,6 +86,7 @@ def _build_local(
     source: str,
     fmt: str,
     source_manifest: dict,
+    not_converted: str | None,
     progress: Progress,
     out: Path,
 ) -> None:
@@ -76,6 +103,7 @@ def _build_local(
         format=fmt,
         source_type="local",
         stored="+".join(sorted(how)) or None,
+        not_converted=not_converted,
         files=file_hashes(out),
     )
 

