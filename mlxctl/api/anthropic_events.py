@@ -48,12 +48,17 @@ def content_block_stop(index: int = 0) -> dict:
 
 class BlockStream:
     """Split pieces (reasoning, text, tool-call deltas) -> content-block events, opening and
-    closing blocks as the kind of output changes: thinking, then text, then tool_use blocks."""
+    closing blocks as the kind of output changes: thinking, then text, then tool_use blocks.
+
+    Blank text with no text block open (the newlines between ``</think>`` and a tool call) is held
+    back: it opens a text block only when more text follows, or at the end when nothing was called,
+    as the non-streamed message (``content_blocks``) has it."""
 
     def __init__(self) -> None:
         self.index = -1
         self.kind: str | None = None  # the open block: "thinking", "text" or "tool_use:<call index>"
         self.called = False
+        self._blank = ""  # blank text held back
 
     def feed(self, split) -> list[dict]:
         out: list[dict] = []
@@ -61,8 +66,7 @@ class BlockStream:
             out += self._ensure("thinking", {"type": "thinking", "thinking": "", "signature": ""})
             out.append(thinking_delta(split.reasoning, self.index))
         if split.content:
-            out += self._ensure("text", {"type": "text", "text": ""})
-            out.append(text_delta(split.content, self.index))
+            out += self._text(split.content)
         for delta in split.calls:
             kind = f"tool_use:{delta.index}"
             if delta.id is not None:
@@ -77,8 +81,17 @@ class BlockStream:
 
     def close(self) -> list[dict]:
         """Stop the open block (an empty text block when nothing was said at all)."""
-        out = [] if self.index >= 0 else self._ensure("text", {"type": "text", "text": ""})
+        out = self._text("", final=True) if self._blank and not self.called else []
+        if self.index < 0:
+            out += self._ensure("text", {"type": "text", "text": ""})
         return out + self._stop()
+
+    def _text(self, text: str, final: bool = False) -> list[dict]:
+        text, self._blank = self._blank + text, ""
+        if not final and self.kind != "text" and not text.strip():
+            self._blank = text
+            return []
+        return self._ensure("text", {"type": "text", "text": ""}) + [text_delta(text, self.index)]
 
     def _ensure(self, kind: str, block: dict) -> list[dict]:
         if self.kind == kind:

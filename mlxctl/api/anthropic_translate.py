@@ -194,7 +194,7 @@ def content_blocks(result: SplitResult) -> list[dict]:
     blocks: list[dict] = []
     if result.reasoning:
         blocks.append({"type": "thinking", "thinking": result.reasoning, "signature": ""})
-    if result.content or not result.calls:
+    if result.content or not (result.calls or result.reasoning):
         blocks.append({"type": "text", "text": result.content or ""})
     blocks += [{"type": "tool_use", "id": tool_use_id(c.id), "name": c.name, "input": arguments_object(c.arguments)}
                for c in result.calls]

@@ -85,6 +85,8 @@ class ChatOutput(OpenAIOutput):
         self.plan, self.reasoning_open = plan, reasoning_open
         self._splitters: dict[int, OutputSplitter] = {}
         self._called: set[int] = set()
+        self._blank: dict[int, str] = {}  # a choice's blank text held back (see _content)
+        self._said: set[int] = set()  # choices that have sent text that is not blank
 
     def splitter(self, index: int) -> OutputSplitter:
         if index not in self._splitters:
@@ -118,10 +120,12 @@ class ChatOutput(OpenAIOutput):
         delta: dict[str, Any] = {}
         if split.reasoning:
             delta |= {"reasoning_content": split.reasoning, "reasoning": split.reasoning}
-        if split.content or (splitter.passthrough and piece.finish_reason is None):
-            delta["content"] = split.content
         if split.calls:
             self._called.add(index)
+        content = self._content(index, splitter, split.content, piece.finish_reason is not None)
+        if content or (splitter.passthrough and piece.finish_reason is None):
+            delta["content"] = content
+        if split.calls:
             delta["tool_calls"] = [_call_delta(d) for d in split.calls]
         reason = piece.finish_reason
         if reason == "stop" and index in self._called:
@@ -130,6 +134,21 @@ class ChatOutput(OpenAIOutput):
             return None  # text held back by a parser: nothing to send yet
         return {"index": index, "delta": delta, "logprobs": chat_logprobs(self.tokens, piece.logprobs),
                 "finish_reason": reason}
+
+    def _content(self, index: int, splitter: OutputSplitter, text: str, last: bool) -> str:
+        """With tools, blank text before anything else is said (the newlines between ``</think>``
+        and a call) waits: it is sent with the text that follows, or at the end unless a tool was
+        called, so that the stream joins to the message's content (null for calls and blank text)."""
+        if splitter.tools is None or index in self._said:
+            return text
+        text = self._blank.pop(index, "") + text
+        if text.strip():
+            self._said.add(index)
+            return text
+        if last:
+            return "" if index in self._called else text
+        self._blank[index] = text
+        return ""
 
     def opening(self, index: int, echo: str) -> dict[str, Any]:
         delta = {"role": "assistant", "content": ""}

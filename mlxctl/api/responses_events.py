@@ -26,6 +26,7 @@ class ResponseEvents:
     _open: dict | None = None  # the item being streamed
     _text: str = ""  # its text so far (reasoning, message text or call arguments)
     _call: int | None = None  # the open function call's index among the parser's calls
+    _blank: str = ""  # blank text held back: a message only if more text follows, or nothing is called
 
     def _event(self, kind: str, **fields) -> dict:
         event = {"type": kind, "sequence_number": self.sequence, **fields}
@@ -50,9 +51,7 @@ class ResponseEvents:
             out.append(self._event("response.reasoning_text.delta", **self._where(), delta=split.reasoning))
             self._text += split.reasoning
         if split.content:
-            out += self._ensure("message")
-            out.append(self._event("response.output_text.delta", **self._where(), delta=split.content, logprobs=[]))
-            self._text += split.content
+            out += self._message_text(split.content)
         for delta in split.calls:
             if delta.id is not None:
                 out += self._close()
@@ -66,8 +65,24 @@ class ResponseEvents:
 
     def finish(self) -> list[dict]:
         """Close the open item (an empty message when nothing at all was produced)."""
-        out = self._ensure("message") if not self.items and self._open is None else []
+        called = any(item["type"] == "function_call" for item in [*self.items, self._open or {"type": None}])
+        out = self._message_text("", final=True) if self._blank and not called else []
+        if not self.items and self._open is None:
+            out += self._ensure("message")
+        self._blank = ""
         return out + self._close()
+
+    def _message_text(self, text: str, final: bool = False) -> list[dict]:
+        """Text for the message item; blank text does not open one (see ``output_items``) unless
+        more text follows, or nothing else comes."""
+        text, self._blank = self._blank + text, ""
+        if not final and not text.strip() and (self._open is None or self._open["type"] != "message"):
+            self._blank = text
+            return []
+        out = self._ensure("message")
+        out.append(self._event("response.output_text.delta", **self._where(), delta=text, logprobs=[]))
+        self._text += text
+        return out
 
     def closing(self, final: dict) -> list[dict]:
         done = "response.completed" if final["status"] == "completed" else "response.incomplete"

@@ -31,7 +31,7 @@ def function_call_item(item_id: str, call_id: str, name: str, arguments: str, st
 def output_items(draft: "ResponseDraft", result, status: str) -> list[dict]:
     """A finished choice (reasoning, content, calls) as output items, in that order."""
     items = [reasoning_item(new_id("rs"), result.reasoning)] if result.reasoning else []
-    if result.content or not result.calls:
+    if result.content or not (result.calls or result.reasoning):
         items.append(draft.message_item(result.content or "", status))
     return items + [function_call_item(new_id("fc"), c.id, c.name, c.arguments, "completed") for c in result.calls]
 

@@ -65,7 +65,8 @@ def _message(item: MessageItem, image_token: str | None, images: Iterator[Any]) 
 
 def input_messages(req: ResponsesRequest, images: Sequence[Any] = (), image_token: str | None = None) -> list[dict[str, Any]]:
     """Input items as chat-template messages: function calls join the assistant turn they follow,
-    their outputs become tool messages, reasoning the assistant's reasoning_content. ``images``:
+    their outputs become tool messages, reasoning the reasoning_content of the assistant turn that
+    its message and calls then join (as ``with_reply`` stores a turn). ``images``:
     the loaded input_image parts (see ``image_refs``); ``image_token``: the model's placeholder."""
     if isinstance(req.input, str):
         return [{"role": "user", "content": req.input}]
@@ -73,7 +74,11 @@ def input_messages(req: ResponsesRequest, images: Sequence[Any] = (), image_toke
     pending = iter(images)
     for item in req.input:
         if isinstance(item, MessageItem):
-            out.append(_message(item, image_token, pending))
+            message = _message(item, image_token, pending)
+            if _thought_only(out) and message["role"] == "assistant":
+                out[-1]["content"] = message["content"]  # the answer after its reasoning: one turn
+            else:
+                out.append(message)
         elif isinstance(item, FunctionCallItem):
             call = {"id": item.call_id, "type": "function",
                     "function": {"name": item.name, "arguments": arguments_object(item.arguments)}}
@@ -87,6 +92,13 @@ def input_messages(req: ResponsesRequest, images: Sequence[Any] = (), image_toke
             if text:
                 out.append({"role": "assistant", "content": "", "reasoning_content": text})
     return out
+
+
+def _thought_only(messages: list[dict[str, Any]]) -> bool:
+    """The last message is an assistant turn that so far holds only reasoning."""
+    last = messages[-1] if messages else None
+    return (last is not None and last["role"] == "assistant" and bool(last.get("reasoning_content"))
+            and not last["content"] and not last.get("tool_calls"))
 
 
 def _assistant_turn(messages: list[dict[str, Any]]) -> dict[str, Any]:
