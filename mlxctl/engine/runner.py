@@ -86,19 +86,27 @@ class ModelRunner:
         req.image_features = self.vision.features_for(req.images, req.image_spans, req.image_features, start)
         return self.vision.embed(req.prefill_tokens[start : start + n], start, req.image_spans, req.image_features)[None]
 
-    def _fill(self, tokens: mx.array, cache: list[Any], embeds: mx.array | None = None) -> None:
+    def _fill(self, tokens: mx.array, cache: list[Any], embeds: mx.array | None = None, wait: bool = True) -> None:
         """Run prompt tokens for their KV only: the logits are never evaluated, so the output
-        projection (the vocabulary-wide matmul) is skipped for them."""
+        projection (the vocabulary-wide matmul) is skipped for them. ``wait``: evaluate the
+        cache now (a chunk that ends a step); without it the work stays queued for what follows."""
         if embeds is None:
             self.model(tokens, cache=cache)
         else:
             self.model(tokens, cache=cache, input_embeddings=embeds)
-        mx.eval([c.state for c in cache])
+        if wait:
+            mx.eval([c.state for c in cache])
 
     def _last_logits(self, tokens: mx.array, cache: list[Any], embeds: mx.array | None = None) -> mx.array:
-        """Logits of the last position only (B, V), after filling the cache with the rest."""
-        if tokens.shape[1] > 1:
-            self._fill(tokens[:, :-1], cache, None if embeds is None else embeds[:, :-1])
+        """Logits of the last position only (B, V), after filling the cache with the rest. A
+        short chunk (the tail left after a prefix-cache hit, a short prompt) goes through in one
+        pass: on a GPU a second pass costs more in kernel launches than the logits it skips."""
+        if tokens.shape[1] <= ONE_PASS_TOKENS:
+            if embeds is None:
+                return self.model(tokens, cache=cache)[:, -1, :]
+            return self.model(tokens, cache=cache, input_embeddings=embeds)[:, -1, :]
+        if tokens.shape[1] > 1:  # queued with the last position's pass: no host round trip between
+            self._fill(tokens[:, :-1], cache, None if embeds is None else embeds[:, :-1], wait=False)
         if embeds is None:
             return self.model(tokens[:, -1:], cache=cache)[:, -1, :]
         return self.model(tokens[:, -1:], cache=cache, input_embeddings=embeds[:, -1:])[:, -1, :]
@@ -116,6 +124,9 @@ class ModelRunner:
             nxt = sample_batch(logits, samplers, constraint_masks(matchers, logits.shape[-1]))
         mx.async_eval(arrays_to_eval(nxt))
         return nxt
+
+
+ONE_PASS_TOKENS = 32  # a last chunk this short is not split into a fill pass and a one-token pass
 
 
 def _first_masks(reqs: list[Request], logits: mx.array) -> list[mx.array | None] | None:
