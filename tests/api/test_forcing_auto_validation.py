@@ -11,13 +11,10 @@ from __future__ import annotations
 
 import json
 
-import openai
 import pytest
 
 from mlxctl.api.toolcalls import add_validation_listener
-from mlxctl.server.app import init_app
-from mlxctl.server.runner import BackgroundServer
-from mlxctl.server.settings import ServeSettings
+from tests.server.infra import openai_client, served
 
 MODEL = "smollm2-135m"
 SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}},
@@ -39,14 +36,13 @@ def weather(strict: bool | None) -> dict:
 
 @pytest.fixture(scope="module")
 def url(smollm2_engine):
-    server = BackgroundServer(init_app(smollm2_engine, ServeSettings(model_name=MODEL))).start()
-    yield server.url
-    server.stop()
+    with served(smollm2_engine) as base:
+        yield base
 
 
 @pytest.fixture(scope="module")
 def oai(url):
-    return openai.OpenAI(base_url=f"{url}/v1", api_key="x", max_retries=0)
+    return openai_client(url)
 
 
 @pytest.fixture

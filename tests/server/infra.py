@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import time
 
 import httpx
@@ -61,3 +62,29 @@ def sse_events(url: str, body: dict) -> list[tuple[str | None, dict]]:
             elif line.startswith("data: "):
                 out.append((name, json.loads(line[len("data: "):])))
     return out
+
+
+@contextlib.contextmanager
+def served(engine, **settings):
+    """A real server over ``engine`` on a loopback port (ServeSettings fields as keywords); its URL."""
+    from mlxctl.server.app import init_app
+    from mlxctl.server.runner import BackgroundServer
+    from mlxctl.server.settings import ServeSettings
+
+    server = BackgroundServer(init_app(engine, ServeSettings(model_name=MODEL, **settings))).start()
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
+def openai_client(url: str):
+    import openai
+
+    return openai.OpenAI(base_url=f"{url}/v1", api_key="x", max_retries=0)
+
+
+def anthropic_client(url: str):
+    import anthropic
+
+    return anthropic.Anthropic(base_url=url, api_key="x", max_retries=0)

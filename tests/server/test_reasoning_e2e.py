@@ -15,9 +15,7 @@ import anthropic
 import openai
 import pytest
 
-from mlxctl.server.app import init_app
-from mlxctl.server.runner import BackgroundServer
-from mlxctl.server.settings import ServeSettings
+from tests.server.infra import anthropic_client, openai_client, served
 
 MODEL = "smollm2-135m"
 BUDGET = 8  # thinking tokens
@@ -29,19 +27,18 @@ ASK = [{"role": "user", "content": "Say hello to me."}]
 
 @pytest.fixture(scope="module")
 def url(engine):
-    server = BackgroundServer(init_app(engine, ServeSettings(model_name=MODEL, reasoning_parser="think"))).start()
-    yield server.url
-    server.stop()
+    with served(engine, reasoning_parser="think") as base:
+        yield base
 
 
 @pytest.fixture(scope="module")
 def oai(url) -> openai.OpenAI:
-    return openai.OpenAI(base_url=f"{url}/v1", api_key="x", max_retries=0)
+    return openai_client(url)
 
 
 @pytest.fixture(scope="module")
 def claude(url) -> anthropic.Anthropic:
-    return anthropic.Anthropic(base_url=url, api_key="x", max_retries=0)
+    return anthropic_client(url)
 
 
 CHAT = {"model": MODEL, "messages": ASK, "temperature": 0, "max_tokens": 40,

@@ -18,9 +18,7 @@ import jsonschema
 import openai
 import pytest
 
-from mlxctl.server.app import init_app
-from mlxctl.server.runner import BackgroundServer
-from mlxctl.server.settings import ServeSettings
+from tests.server.infra import anthropic_client, openai_client, served
 
 MODEL = "smollm2-135m"
 # Small on purpose: the tools system prompt is then 149 tokens, of which the prefix cache (64-token
@@ -43,19 +41,18 @@ CALL_TOKENS = 40  # a forced call takes ~30 tokens; the grammar ends the generat
 
 @pytest.fixture(scope="module")
 def url(engine):
-    server = BackgroundServer(init_app(engine, ServeSettings(model_name=MODEL))).start()
-    yield server.url
-    server.stop()
+    with served(engine) as base:
+        yield base
 
 
 @pytest.fixture(scope="module")
 def oai(url) -> openai.OpenAI:
-    return openai.OpenAI(base_url=f"{url}/v1", api_key="x", max_retries=0)
+    return openai_client(url)
 
 
 @pytest.fixture(scope="module")
 def claude(url) -> anthropic.Anthropic:
-    return anthropic.Anthropic(base_url=url, api_key="x", max_retries=0)
+    return anthropic_client(url)
 
 
 def chat(client, **kw):
