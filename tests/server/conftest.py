@@ -35,3 +35,14 @@ def serve(engine):
 @pytest.fixture
 def base_url(serve) -> str:
     return serve()
+
+
+@pytest.fixture(scope="module")
+def tiny_folder(tmp_path_factory):
+    """A tiny llama-shaped MLX folder (imported from a GGUF the tests write): a second model."""
+    from mlxctl.models.gguf import import_gguf
+    from tests.models.helpers import write_tiny_gguf
+
+    root = tmp_path_factory.mktemp("tiny-model")
+    path, _, _ = write_tiny_gguf(root / "tiny.gguf")
+    return import_gguf(path, root / "tiny")

@@ -16,16 +16,6 @@ from mlxctl.server.settings import ServeSettings
 from tests.server.test_residency import PROMPT
 
 
-@pytest.fixture(scope="module")
-def tiny_folder(tmp_path_factory):
-    from mlxctl.models.gguf import import_gguf
-    from tests.models.helpers import write_tiny_gguf
-
-    root = tmp_path_factory.mktemp("tiny-model")
-    path, _, _ = write_tiny_gguf(root / "tiny.gguf")
-    return import_gguf(path, root / "tiny")
-
-
 @pytest.fixture
 def daemon(engine, tiny_folder):
     """(url, pool, server, seen, one): models "a" and "b" (the tiny folder, float32 as on CPU),

@@ -139,16 +139,6 @@ def test_serve_refuses_a_bad_file_before_loading_anything(tmp_path):
     assert "models[0] (smollm2-135m): name: 'smollm2-135m' is already served" in result.stderr
 
 
-@pytest.fixture(scope="module")
-def tiny_folder(tmp_path_factory):
-    from mlxctl.models.gguf import import_gguf
-    from tests.models.helpers import write_tiny_gguf
-
-    root = tmp_path_factory.mktemp("tiny-model")
-    path, _, _ = write_tiny_gguf(root / "tiny.gguf")
-    return import_gguf(path, root / "tiny")
-
-
 def test_mlxctl_serve_serves_what_the_file_says(smollm2, tiny_folder, tmp_path):
     import shutil
 

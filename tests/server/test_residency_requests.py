@@ -89,16 +89,6 @@ def _tiny_repo(hf_home, folder):
     return fake_hf_snapshot(hf_home, "org/tiny", files)
 
 
-@pytest.fixture(scope="module")
-def tiny_folder(tmp_path_factory):
-    from mlxctl.models.gguf import import_gguf
-    from tests.models.helpers import write_tiny_gguf
-
-    root = tmp_path_factory.mktemp("tiny-model")
-    path, _, _ = write_tiny_gguf(root / "tiny.gguf")
-    return import_gguf(path, root / "tiny")
-
-
 @pytest.fixture
 def open_daemon(engine, model_home, tiny_folder, tmp_path, monkeypatch):
     """A server that lets requests name unconfigured models; SmolLM2 is the primary under the
