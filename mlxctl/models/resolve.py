@@ -30,7 +30,7 @@ _REPO_ID = re.compile(r"^[\w.-]+/[\w.-]+(?:@[\w./-]+)?$")
 class ResolvedModel:
     name: str
     path: Path
-    source: str  # "catalog" | "folder" | "gguf" | "hf"
+    source: str  # "catalog" | "store" | "folder" | "gguf" | "hf"
 
 
 def resolve_model(
@@ -45,13 +45,15 @@ def resolve_model(
         )
     if (entry := catalog_entry(ref)) is not None:
         return _from_catalog(entry, store, progress)
+    if _is_store_name(ref) and store.has(ref):  # as the model commands: a store name wins over ./name
+        return _from_store(ref, store, progress)
     path = Path(ref).expanduser()
     if path.exists():
         return _from_path(path, store, progress)
     if _looks_like_path(ref):
         raise ModelNotFoundError(f"no such file or folder: {ref}")
     if _REPO_ID.match(ref):
-        return _from_hub(ref, progress)
+        return _converted_copy(ref, store) or _from_hub(ref, progress)
     raise ModelNotFoundError(
         f"unknown model {ref!r}",
         hint=f"catalog models: {', '.join(catalog_names())}; or give a model folder, "
@@ -118,6 +120,37 @@ def _import_file(path: Path, sha256: str, progress: Progress, out: Path) -> None
     import_gguf(
         path, out, progress, name=path.stem, source=str(path.resolve()), source_sha256=sha256
     )
+
+
+def _is_store_name(ref: str) -> bool:
+    return "/" not in ref and "@" not in ref and not ref.startswith((".", "~"))
+
+
+def _from_store(name: str, store: ModelStore, progress: Progress) -> ResolvedModel:
+    """A model acquired or converted into the store, by its name (``mlxctl model list``)."""
+    folder = store.model_path(name).resolve()
+    if not (folder / "config.json").is_file():
+        ggufs = sorted(folder.glob("*.gguf"))
+        if len(ggufs) == 1:  # a GGUF kept as fetched (acquire --no-convert): imported on first use
+            return _from_gguf(ggufs[0], store, progress)
+    resolved = _from_folder(folder)
+    return ResolvedModel(name, resolved.path, "store")
+
+
+def _converted_copy(ref: str, store: ModelStore) -> ResolvedModel | None:
+    """The MLX copy ``mlxctl model acquire`` converted from this repo (revision as asked, if
+    given), so a repo that is not in MLX format is not read raw from the HF cache."""
+    from mlxctl.models.manifest import read_manifest
+
+    repo_id, _, revision = ref.partition("@")
+    for name in store.names():
+        manifest = read_manifest(store.model_path(name)) or {}
+        if manifest.get("stored") != "converted" or manifest.get("source") != f"hf:{repo_id}":
+            continue
+        if revision and revision not in (manifest.get("revision"), manifest.get("requested_revision")):
+            continue
+        return ResolvedModel(repo_id, store.model_path(name).resolve(), "store")
+    return None
 
 
 def _from_hub(ref: str, progress: Progress) -> ResolvedModel:

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import typer
 
-from mlxctl.errors import BadInputError, ExitStatus, ModelFormatError
+from mlxctl.errors import BadInputError, ExitStatus, ModelFormatError, UnavailableError
 from mlxctl.models.acquire import acquire, list_models, remove
 from mlxctl.models.digest import file_sha256
 from mlxctl.models.manifest import read_manifest
@@ -245,3 +245,23 @@ def test_cli_converts_and_refuses_in_one_line(cached_repo):
     assert err.splitlines() == ["mlxctl: error: --no-convert keeps the files as fetched; leave out --dtype"]
     status, _, err = _mlxctl("model", "acquire", REPO, "--quantize", "5")
     assert status == ExitStatus.USAGE
+
+
+# --- what run -m / serve -m then find ---------------------------------------------------------
+
+
+def test_run_finds_the_converted_copy_and_store_names(store, cached_repo, tiny_gguf):
+    from mlxctl.models.resolve import resolve_model
+
+    got = acquire(REPO, store=store)
+    by_repo = resolve_model(REPO, store=store)  # not the raw HF-layout snapshot
+    assert (by_repo.path, by_repo.source) == (got.path.resolve(), "store")
+    assert resolve_model(f"{REPO}@{cached_repo.name}", store=store).path == got.path.resolve()
+    with pytest.raises(UnavailableError):  # another revision is not that copy (and is not cached)
+        resolve_model(f"{REPO}@0000000", store=store)
+    by_name = resolve_model(got.name, store=store)
+    assert (by_name.name, by_name.path, by_name.source) == (got.name, got.path.resolve(), "store")
+    raw = acquire(str(tiny_gguf[0]), store=store, name="raw", convert=False)
+    imported = resolve_model("raw", store=store)  # a GGUF kept as is: imported on first use
+    assert imported.source == "gguf" and (imported.path / "config.json").is_file()
+    assert raw.path.resolve() != imported.path
