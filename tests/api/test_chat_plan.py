@@ -12,7 +12,7 @@ from mlxctl.api import chat_plan as cp
 from mlxctl.api.chat_plan import ChatPlan, ModelFormats, OutputFormat, ToolChoice
 from mlxctl.api.chat_split import OutputSplitter, new_splitter
 from mlxctl.api.reasoning import ThinkParser
-from mlxctl.api.toolcalls import get_parser
+from mlxctl.api.toolcalls import get_parser, names
 from mlxctl.api.toolcalls.hermes import HermesParser
 from mlxctl.engine.constraints import ConstraintSpec
 from mlxctl.engine.sampling import SamplingParams
@@ -431,23 +431,26 @@ def test_llama3_json_model_gets_its_own_grammar():
     assert "<tool_call>" not in spec.value
 
 
-UNFORCEABLE = ("qwen3_coder", "glm4", "pythonic", "gemma")  # formats whose values are text, not JSON
+def test_every_tool_call_format_has_a_forcing_grammar():
+    assert all(callable(getattr(get_parser(fmt), "forcing_grammar", None)) for fmt in names())
 
 
-@pytest.mark.parametrize("fmt", UNFORCEABLE)
-@pytest.mark.parametrize("choice", [ToolChoice("required"), ToolChoice("named", "get_time")])
-def test_a_format_without_a_forcing_grammar_refuses_a_forced_call(fmt, choice):
-    assert getattr(get_parser(fmt), "forcing_grammar", None) is None
-    p = plan(ModelFormats(fmt), choice=choice)
-    fails(lambda: cp.constraint_for(p), f"tool_choice={choice.mode}", fmt, "does not support")
-
-
-@pytest.mark.parametrize("fmt", ["mistral", "granite", "deepseek_v3", "kimi_k2", "gpt_oss"])
-def test_json_formats_force_calls_with_their_own_grammar(fmt):
+@pytest.mark.parametrize("fmt", names())
+def test_each_format_forces_calls_with_its_own_grammar(fmt):
     for choice, parallel in ((ToolChoice("required"), True), (ToolChoice("named", "get_time"), False)):
         spec = cp.constraint_for(plan(ModelFormats(fmt), choice=choice, parallel=parallel))
         expected = get_parser(fmt).forcing_grammar(TOOLS, choice.name, choice.mode == "required" and parallel)
         assert (spec.kind, spec.value, spec.activate_after) == ("lark", expected, None)
+        spec.check()
+
+
+@pytest.mark.parametrize("choice", [ToolChoice("required"), ToolChoice("named", "f")])
+def test_a_forced_call_the_format_cannot_write_is_refused(choice):
+    # a pythonic call is a Python call: a parameter named `class` cannot be written
+    tool = {"type": "function", "function": {"name": "f", "parameters": {
+        "type": "object", "properties": {"class": {"type": "string"}}, "required": ["class"]}}}
+    p = cp.make_plan(ModelFormats("pythonic"), [tool], choice, None)
+    fails(lambda: cp.constraint_for(p), "pythonic", "'f'", "parameter 'class'", "not a Python identifier")
 
 
 @pytest.mark.parametrize(("p", "expected"), [
