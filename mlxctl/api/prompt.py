@@ -20,6 +20,8 @@ def render_chat(tokenizer: Any, messages: list[dict[str, Any]], **template_kwarg
     """Apply the chat template (with the generation prompt) and tokenize the result."""
     if not has_chat_template(tokenizer):
         raise BadInputError("this model has no chat template", hint="use --raw to send the prompt as plain text")
+    if not messages:  # e.g. only an assistant prefill: templates raise a bare ValueError on this
+        raise BadInputError("the conversation is empty: give at least one message before the reply")
     text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True, **template_kwargs)
     return encode_text(tokenizer, text, special=False)
 
