@@ -25,12 +25,15 @@ async def read_json(request: web.Request) -> object:
 
 
 async def parse_body(request: web.Request, model: type[M]) -> M:
-    """The body validated into ``model``; a 400 naming the first bad field otherwise."""
+    """The body validated into ``model``; a 400 naming the first bad field otherwise.
+
+    Validation is strict JSON: a string is not a number (``"max_tokens": "3000"``), ``true`` is
+    not 1 and ``3.0`` is not an integer, as the hosted APIs answer; an integer is a number."""
     data = await read_json(request)
     if not isinstance(data, dict):
         raise ApiError(400, "the request body must be a JSON object")
     try:
-        return model.model_validate(data)
+        return model.model_validate_json(await request.read(), strict=True)
     except pydantic.ValidationError as exc:
         raise validation_error(exc) from exc
 

@@ -30,6 +30,19 @@ def test_wrong_type(client):
 
 
 @pytest.mark.parametrize("field, value", [
+    ("max_tokens", "3000"), ("max_tokens", True), ("max_tokens", 3.5), ("temperature", "1"), ("n", "2"),
+    ("stream", "yes"), ("seed", 1.5),
+])
+def test_a_value_of_the_wrong_json_type_is_not_coerced(base_url, field, value):
+    body = {"model": MODEL, "messages": MESSAGES, "max_tokens": 2, field: value}
+    r = httpx.post(f"{base_url}/v1/chat/completions", json=body, timeout=30)
+    assert r.status_code == 400 and r.json()["error"]["param"] == field, r.text
+    ok = httpx.post(f"{base_url}/v1/chat/completions", timeout=60,
+                    json={"model": MODEL, "messages": MESSAGES, "max_tokens": 2, "temperature": 0})  # int for a number
+    assert ok.status_code == 200, ok.text
+
+
+@pytest.mark.parametrize("field, value", [
     ("modalities", ["text", "audio"]),
     ("audio", {"voice": "alloy", "format": "wav"}),
     ("prediction", {"type": "content", "content": "x"}),
