@@ -30,10 +30,11 @@ class MlxctlError(Exception):
     exit_status = ExitStatus.ERROR
     http_status = 500
 
-    def __init__(self, message: str, hint: str | None = None):
+    def __init__(self, message: str, hint: str | None = None, *, param: str | None = None):
         super().__init__(message)
         self.message = message
         self.hint = hint
+        self.param = param  # the request field at fault, where there is one (the server names it)
 
     def __str__(self) -> str:
         return self.message

@@ -185,7 +185,7 @@ def prompt_list(prompt: Any) -> list[str | list[int]]:
     if isinstance(prompt, str) or (prompt and isinstance(prompt[0], int)):
         return [prompt]
     if not prompt:
-        raise BadInputError("the prompt is empty")
+        raise BadInputError("the prompt is empty", param="prompt")
     return list(prompt)
 
 

@@ -21,8 +21,14 @@ def render_chat(tokenizer: Any, messages: list[dict[str, Any]], **template_kwarg
     if not has_chat_template(tokenizer):
         raise BadInputError("this model has no chat template", hint="use --raw to send the prompt as plain text")
     if not messages:  # e.g. only an assistant prefill: templates raise a bare ValueError on this
-        raise BadInputError("the conversation is empty: give at least one message before the reply")
-    text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True, **template_kwargs)
+        raise BadInputError("the conversation is empty: give at least one message before the reply",
+                            param="messages")
+    from jinja2 import TemplateError
+
+    try:
+        text = tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True, **template_kwargs)
+    except (ValueError, TypeError, KeyError, IndexError, TemplateError) as exc:  # the template refused them
+        raise BadInputError(f"the model's chat template rejected the conversation: {exc}", param="messages") from exc
     return encode_text(tokenizer, text, special=False)
 
 

@@ -8,7 +8,7 @@ from mlxctl.errors import BadInputError
 def check_prompt(prompt_len: int, max_tokens: int | None, context_length: int) -> int:
     """Return how many new tokens the request may generate, or raise BadInputError."""
     if prompt_len == 0:
-        raise BadInputError("the prompt is empty")
+        raise BadInputError("the prompt is empty", param="prompt")
     if prompt_len >= context_length:
         raise BadInputError(
             f"the prompt has {prompt_len} tokens but the model's context is {context_length}: "

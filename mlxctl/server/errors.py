@@ -36,7 +36,7 @@ class ApiError(Exception):
     @classmethod
     def from_mlxctl(cls, err: MlxctlError) -> "ApiError":
         message = f"{err.message} ({err.hint})" if err.hint else err.message
-        return cls(err.http_status, message)
+        return cls(err.http_status, message, param=getattr(err, "param", None))
 
 
 def is_anthropic(request: web.Request) -> bool:

@@ -41,16 +41,19 @@ UNSAID = "False"
 HELLO = [{"role": "user", "content": "Hello"}]
 
 
-@pytest.fixture(scope="module")
-def tokenizer(smollm2, tmp_path_factory):
-    """mlx-lm's TokenizerWrapper over SmolLM2's real tokenizer files, with TEMPLATE."""
+def tokenizer_with(smollm2, folder, template: str):
+    """mlx-lm's TokenizerWrapper over SmolLM2's real tokenizer files, with ``template``."""
     from mlx_lm.tokenizer_utils import load as load_tokenizer
 
-    folder = tmp_path_factory.mktemp("thinking-tokenizer")
     shutil.copy(smollm2.path / "tokenizer.json", folder / "tokenizer.json")
     config = json.loads((smollm2.path / "tokenizer_config.json").read_text())
-    (folder / "tokenizer_config.json").write_text(json.dumps({**config, "chat_template": TEMPLATE}))
+    (folder / "tokenizer_config.json").write_text(json.dumps({**config, "chat_template": template}))
     return load_tokenizer(folder)
+
+
+@pytest.fixture(scope="module")
+def tokenizer(smollm2, tmp_path_factory):
+    return tokenizer_with(smollm2, tmp_path_factory.mktemp("thinking-tokenizer"), TEMPLATE)
 
 
 @pytest.fixture(scope="module")
@@ -204,3 +207,20 @@ def test_responses_reasoning_item_then_a_call_is_one_turn(tokenizer, formats):
     assert [m["role"] for m in messages] == ["user", "assistant", "tool"]
     assert messages[1]["reasoning_content"] == "need time"
     assert messages[1]["tool_calls"][0]["function"] == {"name": "now", "arguments": {}}
+
+
+def test_a_template_that_refuses_the_conversation_is_a_400_naming_messages(tmp_path, smollm2):
+    """Templates raise on conversations they do not take (Mistral's "roles must alternate"):
+    that is the client's input, so a 400 naming ``messages``, not a 500."""
+    from mlxctl.api.prompt import render_chat
+    from mlxctl.server.errors import ApiError
+
+    strict = ("{% for m in messages %}{% if (m['role'] == 'user') != (loop.index0 % 2 == 0) %}"
+              "{{ raise_exception('roles must alternate user/assistant') }}{% endif %}"
+              "{{ m['content'] }}{% endfor %}")
+    tokenizer = tokenizer_with(smollm2, tmp_path, strict)
+    assert render_chat(tokenizer, [{"role": "user", "content": "hi"}])
+    with pytest.raises(BadInputError, match="roles must alternate") as caught:
+        render_chat(tokenizer, [{"role": "user", "content": "a"}, {"role": "user", "content": "b"}])
+    api = ApiError.from_mlxctl(caught.value)
+    assert (api.status, api.param) == (400, "messages")

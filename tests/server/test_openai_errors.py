@@ -107,3 +107,9 @@ def test_completions_errors(client):
     assert info.value.param == "suffix"
     with pytest.raises(openai.NotFoundError):
         client.completions.create(model="nope", prompt="x", max_tokens=2)
+
+
+@pytest.mark.parametrize("prompt", ["", []])
+def test_an_empty_completions_prompt_names_the_field(base_url, prompt):
+    r = httpx.post(f"{base_url}/v1/completions", json={"model": MODEL, "prompt": prompt, "max_tokens": 2}, timeout=30)
+    assert r.status_code == 400 and r.json()["error"]["param"] == "prompt", r.text
