@@ -136,18 +136,28 @@ def test_a_model_that_does_not_load(tmp_path, smollm2):
     assert not card.passed and card.metrics["load_s"] is None
 
 
-def test_a_format_the_server_cannot_force_is_asked_with_tool_choice_auto(smollm2_engine):
-    """The server refuses a forced call in pythonic format (no grammar for it): qualify asks again
-    with tool_choice auto and says so, instead of failing the check on the refusal."""
-    from mlxctl.server.app import init_app
-    from mlxctl.server.runner import BackgroundServer
-    from mlxctl.server.settings import ServeSettings
+def test_a_server_that_cannot_force_the_call_is_asked_with_tool_choice_auto():
+    """A server (``qualify --url``: llama.cpp's, another) that refuses a named tool_choice with a
+    400 is asked again with tool_choice auto, and the check says so; other refusals stay failures.
+    Every format mlxctl serves can force calls, so the refusing server is a stand-in here."""
+    from mlxctl.models.qualify_api import _call_reply
+    from mlxctl.models.qualify_http import Refused
 
-    server = BackgroundServer(init_app(smollm2_engine, ServeSettings(model_name=MODEL, tool_call_parser="pythonic"))).start()
-    try:
-        card = qualify_url(server.url, budget=SMALL)
-    finally:
-        server.stop()
-    tool = card.check("tool_call")
-    assert "does not support" not in tool.detail
-    assert ("unforced reply" in tool.detail) if tool.status == "fail" else ("tool_choice auto" in tool.detail), tool.detail
+    class Server:
+        def __init__(self, refusal):
+            self.refusal, self.sent = refusal, []
+
+        def post(self, path, body):
+            self.sent.append(body["tool_choice"])
+            if isinstance(body["tool_choice"], dict) and self.refusal:
+                raise Refused(*self.refusal)
+            return {"choices": [{"message": {"content": "ok"}}]}
+
+    refusing = Server(("tool_choice=named needs constrained decoding, which this format does not support", 400))
+    choice, how = _call_reply(refusing, MODEL, [{"role": "user", "content": "?"}], SMALL)
+    assert how == "unforced" and refusing.sent[-1] == "auto" and choice["message"]["content"] == "ok"
+    forcing = Server(None)
+    assert _call_reply(forcing, MODEL, [], SMALL)[1] == "forced" and len(forcing.sent) == 1
+    for refusal in (("out of memory", 500), ("the model is busy", 400)):
+        with pytest.raises(Refused):
+            _call_reply(Server(refusal), MODEL, [], SMALL)
