@@ -323,10 +323,7 @@ def _answer_grammar(plan: ChatPlan) -> tuple[str, str, bool] | None:
     from mlxctl.api import toolcalls
 
     if _forced(plan):
-        forcing = getattr(toolcalls.get_parser(plan.tool_parser), "forcing_grammar", None)
-        if forcing is None:
-            raise BadInputError(f"tool_choice={plan.choice.mode} needs constrained decoding, which the "
-                                f"{plan.tool_parser} tool-call format does not support yet", hint="use tool_choice=auto")
+        forcing = toolcalls.get_parser(plan.tool_parser).forcing_grammar
         return "lark", forcing(plan.tools, plan.choice.name, plan.parallel), True
     fmt = plan.output_format
     return None if fmt is None else (fmt.kind, fmt.value, fmt.strict)

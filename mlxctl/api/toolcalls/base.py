@@ -163,6 +163,15 @@ class ToolParser:
 
     name: ClassVar[str]
 
+    @classmethod
+    def forcing_grammar(cls, tools: list[dict], name: str | None = None, parallel: bool = False) -> str:
+        """An llguidance Lark grammar that forces a call in this format (one or more with
+        ``parallel``; with ``name``, of that tool), each argument valid for its schema: the
+        format's ``<name>_grammar`` in :mod:`mlxctl.api.toolcalls.grammar`."""
+        from mlxctl.api.toolcalls import grammar
+
+        return getattr(grammar, f"{cls.name}_grammar")(tools, name, parallel)
+
     def __init__(self, tools: list[dict] | None = None):
         self.tools = list(tools or [])
         self._functions = tool_functions(self.tools)

@@ -118,12 +118,3 @@ class DeepSeekV3Parser(SectionParser):
             return False
         self._state = "call_end"
         return True
-
-    @classmethod
-    def forcing_grammar(cls, tools: list[dict], name: str | None = None, parallel: bool = False) -> str:
-        """An llguidance Lark grammar that forces at least one call in this format (exactly one
-        unless ``parallel``); with ``name``, of that tool. The arguments match the tool's schema.
-        """
-        from mlxctl.api.toolcalls.grammar import deepseek_v3_grammar
-
-        return deepseek_v3_grammar(tools, name, parallel)

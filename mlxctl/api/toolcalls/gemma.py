@@ -161,15 +161,6 @@ class GemmaParser(BlockParser):
         super().__init__(tools)
         self._quote = ""
 
-    @classmethod
-    def forcing_grammar(cls, tools: list[dict], name: str | None = None, parallel: bool = False) -> str:
-        """An llguidance Lark grammar that forces one call block (one or more with ``parallel``,
-        in one layout); with ``name``, of that tool. The values follow the tool's schema in
-        Gemma's own syntax."""
-        from mlxctl.api.toolcalls.grammar import gemma_grammar
-
-        return gemma_grammar(tools, name, parallel)
-
     def _process(self, final: bool) -> None:
         while True:
             if self._state == "text":

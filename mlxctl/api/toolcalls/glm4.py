@@ -36,15 +36,6 @@ class Glm4Parser(ValuesBlockParser):
         super().__init__(tools)
         self._key = ""
 
-    @classmethod
-    def forcing_grammar(cls, tools: list[dict], name: str | None = None, parallel: bool = False) -> str:
-        """An llguidance Lark grammar that forces one ``<tool_call>`` block (one or more with ``parallel``); with
-        ``name``, of that tool. Each value is written so that it converts to one its parameter's
-        schema accepts."""
-        from mlxctl.api.toolcalls.grammar import glm4_grammar
-
-        return glm4_grammar(tools, name, parallel)
-
     def _in_text(self, final: bool) -> bool:
         return self._block_start(START, "name", final)
 

@@ -114,12 +114,3 @@ class GptOssParser(ToolParser):
             self._state = "drop"
         else:
             self._state = "content"
-
-    @classmethod
-    def forcing_grammar(cls, tools: list[dict], name: str | None = None, parallel: bool = False) -> str:
-        """An llguidance Lark grammar that forces at least one call in this format (exactly one
-        unless ``parallel``); with ``name``, of that tool. The arguments match the tool's schema.
-        """
-        from mlxctl.api.toolcalls.grammar import gpt_oss_grammar
-
-        return gpt_oss_grammar(tools, name, parallel)

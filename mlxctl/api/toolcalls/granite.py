@@ -39,12 +39,3 @@ class GraniteParser(CallArrayParser):
                     self._fail(final)
             elif not self._array_step(final):
                 return
-
-    @classmethod
-    def forcing_grammar(cls, tools: list[dict], name: str | None = None, parallel: bool = False) -> str:
-        """An llguidance Lark grammar that forces at least one call in this format (exactly one
-        unless ``parallel``); with ``name``, of that tool. The arguments match the tool's schema.
-        """
-        from mlxctl.api.toolcalls.grammar import granite_grammar
-
-        return granite_grammar(tools, name, parallel)

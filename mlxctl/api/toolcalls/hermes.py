@@ -58,13 +58,3 @@ class HermesParser(ToolParser):
                     return
                 self._emit_content(marker)
                 self._state = "text"
-
-    @classmethod
-    def forcing_grammar(cls, tools: list[dict], name: str | None = None, parallel: bool = False) -> str:
-        """An llguidance Lark grammar that forces at least one call in this format.
-
-        With ``name``, every call is of that tool; the arguments match the tool's JSON schema.
-        """
-        from mlxctl.api.toolcalls.grammar import hermes_grammar
-
-        return hermes_grammar(tools, name, parallel)

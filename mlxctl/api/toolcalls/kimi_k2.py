@@ -133,12 +133,3 @@ class KimiK2Parser(SectionParser):
         else:
             self._start_args(name)
         return True
-
-    @classmethod
-    def forcing_grammar(cls, tools: list[dict], name: str | None = None, parallel: bool = False) -> str:
-        """An llguidance Lark grammar that forces at least one call in this format (exactly one
-        unless ``parallel``); with ``name``, of that tool. The arguments match the tool's schema.
-        """
-        from mlxctl.api.toolcalls.grammar import kimi_k2_grammar
-
-        return kimi_k2_grammar(tools, name, parallel)

@@ -96,13 +96,3 @@ class Llama3JsonParser(BlockParser):
                         self._emit_content("".join(self._raw))
                     self._raw = []
                     self._state = "plain"
-
-    @classmethod
-    def forcing_grammar(cls, tools: list[dict], name: str | None = None, parallel: bool = False) -> str:
-        """An llguidance Lark grammar that forces at least one call in this format.
-
-        With ``name``, every call is of that tool; the arguments match the tool's JSON schema.
-        """
-        from mlxctl.api.toolcalls.grammar import llama3_json_grammar
-
-        return llama3_json_grammar(tools, name, parallel)

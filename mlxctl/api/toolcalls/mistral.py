@@ -100,12 +100,3 @@ class MistralParser(CallArrayParser):
             self._args = None
             self._state = "text"
         return done is not False
-
-    @classmethod
-    def forcing_grammar(cls, tools: list[dict], name: str | None = None, parallel: bool = False) -> str:
-        """An llguidance Lark grammar that forces at least one call in this format (exactly one
-        unless ``parallel``); with ``name``, of that tool. The arguments match the tool's schema.
-        """
-        from mlxctl.api.toolcalls.grammar import mistral_grammar
-
-        return mistral_grammar(tools, name, parallel)

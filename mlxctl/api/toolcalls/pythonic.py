@@ -175,15 +175,6 @@ class PythonicParser(ToolParser):
         text = text.strip()
         return text.removeprefix(PYTHON_START)
 
-    @classmethod
-    def forcing_grammar(cls, tools: list[dict], name: str | None = None, parallel: bool = False) -> str:
-        """An llguidance Lark grammar that forces a list of calls (exactly one unless
-        ``parallel``); with ``name``, of that tool. Each value is JSON matching its parameter's
-        schema, which Python reads as the same literal."""
-        from mlxctl.api.toolcalls.grammar import pythonic_grammar
-
-        return pythonic_grammar(tools, name, parallel)
-
     def _known(self, name: str) -> bool:
         return not self._functions or name in self._functions
 

@@ -61,15 +61,6 @@ class Qwen3CoderParser(ValuesBlockParser):
         self._consume(end + 1)
         return name
 
-    @classmethod
-    def forcing_grammar(cls, tools: list[dict], name: str | None = None, parallel: bool = False) -> str:
-        """An llguidance Lark grammar that forces one ``<tool_call>`` block (one or more with ``parallel``); with
-        ``name``, of that tool. Each value is written so that it converts to one its parameter's
-        schema accepts."""
-        from mlxctl.api.toolcalls.grammar import qwen3_coder_grammar
-
-        return qwen3_coder_grammar(tools, name, parallel)
-
     def _in_text(self, final: bool) -> bool:
         return self._block_start(START, "function", final)
 
