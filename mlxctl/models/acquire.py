@@ -25,7 +25,6 @@ never leaves something that looks like a complete model.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -38,7 +37,7 @@ from mlxctl.models.acquire_snapshot import cached_snapshot
 from mlxctl.models.acquire_store import folder_size, list_models, remove
 from mlxctl.models.acquire_wheels import acquire_catalog
 from mlxctl.models.catalog import catalog_entry, catalog_names
-from mlxctl.models.resolve import Progress, _looks_like_path
+from mlxctl.models.resolve import _REPO_ID, Progress, _looks_like_path
 from mlxctl.models.store import ModelStore
 
 __all__ = [
@@ -56,9 +55,6 @@ __all__ = [
     "list_models",
     "remove",
 ]
-
-_REPO_ID = re.compile(r"^[\w.-]+/[\w.-]+(?:@[\w./-]+)?$")
-
 
 def acquire(
     ref: str,
@@ -91,13 +87,7 @@ def acquire(
     patterns = _split_patterns(allow_patterns)
     if (entry := catalog_entry(ref)) is not None:
         _refuse_hf_options(ref, revision, patterns)
-        if name is not None and name != entry.name:
-            raise BadInputError(f"catalog model {ref} keeps its name; leave out --name")
-        if conversion.given:
-            raise BadInputError(
-                f"catalog model {ref} is stored as shipped; leave out "
-                f"{', '.join(conversion.given)} and convert it afterwards: mlxctl model convert {ref}"
-            )
+        _check_catalog_options(ref, entry.name, name, conversion)
         return acquire_catalog(entry, store, progress)
     path = Path(ref).expanduser()
     if path.exists():
@@ -106,24 +96,33 @@ def acquire(
     if _looks_like_path(ref):
         raise ModelNotFoundError(f"no such file or folder: {ref}")
     if _REPO_ID.match(ref):
-        repo_id, _, pinned = ref.partition("@")
-        if pinned and revision and pinned != revision:
-            raise BadInputError(f"{ref} names revision {pinned} but --revision says {revision}")
-        return acquire_hf(
-            repo_id,
-            store,
-            revision=revision or pinned or None,
-            allow_patterns=patterns,
-            name=name,
-            progress=progress,
-            progress_bars=progress_bars,
-            conversion=conversion,
-        )
+        repo_id, revision = _pinned_revision(ref, revision)
+        return acquire_hf(repo_id, store, revision=revision, allow_patterns=patterns, name=name, progress=progress,
+                          progress_bars=progress_bars, conversion=conversion)
     raise ModelNotFoundError(
         f"unknown model {ref!r}",
         hint=f"catalog models: {', '.join(catalog_names())}; or give a model folder, "
         "a .gguf file or a Hugging Face repo id (org/name)",
     )
+
+
+def _check_catalog_options(ref: str, catalog_name: str, name: str | None, conversion: Conversion) -> None:
+    """A catalog model keeps its name and is stored as shipped."""
+    if name is not None and name != catalog_name:
+        raise BadInputError(f"catalog model {ref} keeps its name; leave out --name")
+    if conversion.given:
+        raise BadInputError(
+            f"catalog model {ref} is stored as shipped; leave out "
+            f"{', '.join(conversion.given)} and convert it afterwards: mlxctl model convert {ref}"
+        )
+
+
+def _pinned_revision(ref: str, revision: str | None) -> tuple[str, str | None]:
+    """``org/name[@rev]`` and ``--revision``: the repo id and the one revision they name."""
+    repo_id, _, pinned = ref.partition("@")
+    if pinned and revision and pinned != revision:
+        raise BadInputError(f"{ref} names revision {pinned} but --revision says {revision}")
+    return repo_id, revision or pinned or None
 
 
 def _refuse_hf_options(ref: str, revision: str | None, patterns: list[str] | None) -> None:

@@ -2,16 +2,14 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from mlxctl.errors import BadInputError, ModelFormatError, ModelNotFoundError
 from mlxctl.models.catalog import catalog_entry, catalog_names
 from mlxctl.models.manifest import read_manifest
+from mlxctl.models.resolve import _REPO_ID
 from mlxctl.models.store import ModelStore
-
-_REPO_ID = re.compile(r"^[\w.-]+/[\w.-]+(?:@[\w./-]+)?$")
 
 
 @dataclass(frozen=True)
