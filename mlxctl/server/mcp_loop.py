@@ -339,18 +339,41 @@ async def chat_with_mcp(request: web.Request, body: Any, tokenizer: Any, images:
     """POST /v1/chat/completions with the MCP loop (non-streamed, one choice). The client's
     images (and video frames) go with every round: they stand in its messages, which every
     round's prompt starts with (so the prefix cache serves them after the first round)."""
-    from contextlib import AsyncExitStack
-
     from mlxctl.api.chat_plan import openai_tools
-    from mlxctl.api.openai_output import ChatOutput, total_usage, usage_body
-    from mlxctl.api.openai_pieces import whole
-    from mlxctl.api.openai_translate import chat_jobs
+    from mlxctl.api.openai_output import total_usage, usage_body
     from mlxctl.server.errors import ApiError
     from mlxctl.server.keys import SETTINGS
     from mlxctl.server.served_model import model_formats
-    from mlxctl.server.views.openai_stream import open_generations
 
     settings = request.app[SETTINGS]
+    service = _checked_service(request, body)
+    client_tools, patterns = split_tools(body.tools, body.mcp)
+    hub = await service.ready()
+    mcp_tools = offered_tools(hub.tools(), patterns)
+    tools = merged_tools(client_tools, mcp_tools)
+    rounds = _ServerRounds(request, tokenizer, model_formats(request), images, image_token)
+    loop = ToolLoop({t["function"]["name"] for t in mcp_tools}, settings.mcp_max_rounds, servers=hub.config.servers,
+                    client_names={t["function"]["name"] for t in openai_tools(client_tools)})
+    try:
+        async with asyncio.timeout(settings.request_timeout_s):
+            while True:
+                if service.closed:  # shutting down: the hub is gone, so no round can call tools
+                    raise ApiError(503, "the server is shutting down", headers={"Retry-After": "5"})
+                response = await rounds.run(loop.round_body(body, tools))
+                choice = response["choices"][0]
+                calls = loop.after(choice)
+                if not calls or not loop.ran(choice, calls, await _call_all(hub, calls)):
+                    break
+    except TimeoutError as exc:
+        raise ApiError(504, "the request took longer than the server's request timeout") from exc
+    response["usage"] = usage_body(total_usage(rounds.usages, 1))
+    return web.json_response({**response, **loop.extension()})
+
+
+def _checked_service(request: web.Request, body: Any) -> Any:
+    """The app's MCP service, for a request the loop can answer (a 400 naming why otherwise)."""
+    from mlxctl.server.errors import ApiError
+
     service = mcp_service(request.app)
     if service is None:
         raise ApiError(400, "this server has no MCP tools: start it with --mcp-config FILE to use the MCP "
@@ -360,42 +383,42 @@ async def chat_with_mcp(request: web.Request, body: Any, tokenizer: Any, images:
                        param="stream")
     if body.n != 1:
         raise ApiError(400, "the MCP tool loop generates one choice: n must be 1", param="n")
-    client_tools, patterns = split_tools(body.tools, body.mcp)
-    hub = await service.ready()
-    mcp_tools = offered_tools(hub.tools(), patterns)
-    tools = merged_tools(client_tools, mcp_tools)
-    formats = model_formats(request)
-    loop = ToolLoop({t["function"]["name"] for t in mcp_tools}, settings.mcp_max_rounds, servers=hub.config.servers,
-                    client_names={t["function"]["name"] for t in openai_tools(client_tools)})
-    usages = []
-    try:
-        async with asyncio.timeout(settings.request_timeout_s):
-            while True:
-                if service.closed:  # shutting down: the hub is gone, so no round can call tools
-                    raise ApiError(503, "the server is shutting down", headers={"Retry-After": "5"})
-                jobs, plan = chat_jobs(loop.round_body(body, tools), tokenizer, formats, images=images,
-                                       image_token=image_token)
-                async with AsyncExitStack() as stack:
-                    (stream,) = await open_generations(request, stack, jobs)
-                    completion = await stream.collect_async()
-                usages.append(completion.usage)
-                output = ChatOutput(body.model, tokenizer, False, plan, jobs[0].reasoning_open)
-                response = output.response([whole(completion)], completion.usage)
-                choice = response["choices"][0]
-                calls = loop.after(choice)
-                if not calls:
-                    break
-                results = await asyncio.gather(*(hub.call(c["function"]["name"], c["function"]["arguments"])
-                                                 for c in calls))
-                for result in results:
-                    log.info("MCP call %s: %s in %.3fs", result.name, "error" if result.is_error else "ok",
-                             result.duration_s)
-                if not loop.ran(choice, calls, results):
-                    break
-    except TimeoutError as exc:
-        raise ApiError(504, "the request took longer than the server's request timeout") from exc
-    response["usage"] = usage_body(total_usage(usages, 1))
-    return web.json_response({**response, **loop.extension()})
+    return service
+
+
+class _ServerRounds:
+    """One round of the server's loop: the round's chat request through the engine, answered
+    as a whole OpenAI response; the rounds' usages are kept for the total."""
+
+    def __init__(self, request: web.Request, tokenizer: Any, formats: Any, images: Any, image_token: str | None):
+        self.request, self.tokenizer, self.formats = request, tokenizer, formats
+        self.images, self.image_token = images, image_token
+        self.usages: list[Any] = []
+
+    async def run(self, round_body: Any) -> dict:
+        from contextlib import AsyncExitStack
+
+        from mlxctl.api.openai_output import ChatOutput
+        from mlxctl.api.openai_pieces import whole
+        from mlxctl.api.openai_translate import chat_jobs
+        from mlxctl.server.views.openai_stream import open_generations
+
+        jobs, plan = chat_jobs(round_body, self.tokenizer, self.formats, images=self.images,
+                               image_token=self.image_token)
+        async with AsyncExitStack() as stack:
+            (stream,) = await open_generations(self.request, stack, jobs)
+            completion = await stream.collect_async()
+        self.usages.append(completion.usage)
+        output = ChatOutput(round_body.model, self.tokenizer, False, plan, jobs[0].reasoning_open)
+        return output.response([whole(completion)], completion.usage)
+
+
+async def _call_all(hub: Any, calls: list[dict]) -> list[Any]:
+    """Run a round's calls on their MCP servers at once, each logged."""
+    results = await asyncio.gather(*(hub.call(c["function"]["name"], c["function"]["arguments"]) for c in calls))
+    for result in results:
+        log.info("MCP call %s: %s in %.3fs", result.name, "error" if result.is_error else "ok", result.duration_s)
+    return results
 
 
 # ---- `mlxctl run --mcp-config` ---------------------------------------------------------------
@@ -413,23 +436,12 @@ def run_with_mcp(out: Any, engine: Any, spec: Any, params: Any, *, config: Any, 
                  verbose: bool = False) -> None:
     """``mlxctl run`` with MCP tools: the loop in this process, the final answer on stdout and
     every call with its result on stderr. ``spec``'s images go with every round."""
-    import dataclasses
-
-    from mlxctl.api.chat_plan import ModelFormats
     from mlxctl.api.openai_models import ChatCompletionRequest
-    from mlxctl.api.openai_output import ChatOutput, total_usage
-    from mlxctl.api.openai_pieces import whole
-    from mlxctl.api.openai_translate import chat_jobs
     from mlxctl.api.prompt import chat_messages
-    from mlxctl.cli.run_output import stats_line
     from mlxctl.generation import with_image_marks
     from mlxctl.mcp import McpHubThread
 
-    tokenizer = engine.model.tokenizer
-    formats = ModelFormats.detect(tokenizer)
-    hub_log = logging.getLogger("mlxctl.mcp")
-    if not hub_log.handlers:  # its warnings are reported below through `out`, once
-        hub_log.addHandler(logging.NullHandler())
+    _quiet_hub_log()
     with McpHubThread(config, audit_log=audit_log) as hub:
         for name, problem in hub.errors.items():
             out.warn(f"MCP server {name}: {problem}")
@@ -443,22 +455,11 @@ def run_with_mcp(out: Any, engine: Any, spec: Any, params: Any, *, config: Any, 
         body = ChatCompletionRequest(model=engine.model.name,
                                      messages=chat_messages(with_image_marks(engine, spec), spec.system),
                                      tool_choice=cli_tool_choice(tool_choice))
-        usages = []
+        rounds = _CliRounds(engine, params, spec.images)
         while True:
-            jobs, plan = chat_jobs(loop.round_body(body, tools), tokenizer, formats)
-            job = jobs[0]
-            stream = engine.submit(job.tokens, dataclasses.replace(params, constraint=job.params.constraint),
-                                   images=spec.images)
-            try:
-                done = stream.collect()
-            except KeyboardInterrupt:
-                stream.abort()
-                raise
-            usages.append(done.usage)
+            choice = rounds.run(loop.round_body(body, tools))
             if verbose:
-                out.message(f"mcp: round {loop.rounds + 1}: {stats_line(done)}")
-            output = ChatOutput(engine.model.name, tokenizer, False, plan, job.reasoning_open)
-            choice = output.response([whole(done)], done.usage)["choices"][0]
+                out.message(f"mcp: round {loop.rounds + 1}: {rounds.stats}")
             calls = loop.after(choice)
             if not calls:
                 break
@@ -467,13 +468,63 @@ def run_with_mcp(out: Any, engine: Any, spec: Any, params: Any, *, config: Any, 
                 out.message(_report(call, result))
             if not loop.ran(choice, calls, results):
                 break
+    _print_answer(out, engine.model.name, loop, choice, rounds.usages)
+
+
+def _quiet_hub_log() -> None:
+    """The hub's warnings reach the user once, through ``out``: not also through logging."""
+    hub_log = logging.getLogger("mlxctl.mcp")
+    if not hub_log.handlers:
+        hub_log.addHandler(logging.NullHandler())
+
+
+class _CliRounds:
+    """One round of ``run``'s loop: the round's chat request through the in-process engine with
+    run's sampling, answered as the OpenAI choice the server would give."""
+
+    def __init__(self, engine: Any, params: Any, images: Any):
+        from mlxctl.api.chat_plan import ModelFormats
+
+        self.engine, self.params, self.images = engine, params, images
+        self.formats = ModelFormats.detect(engine.model.tokenizer)
+        self.usages: list[Any] = []
+        self.stats = ""
+
+    def run(self, round_body: Any) -> dict:
+        import dataclasses
+
+        from mlxctl.api.openai_output import ChatOutput
+        from mlxctl.api.openai_pieces import whole
+        from mlxctl.api.openai_translate import chat_jobs
+        from mlxctl.cli.run_output import stats_line
+
+        tokenizer = self.engine.model.tokenizer
+        jobs, plan = chat_jobs(round_body, tokenizer, self.formats)
+        job = jobs[0]
+        stream = self.engine.submit(job.tokens, dataclasses.replace(self.params, constraint=job.params.constraint),
+                                    images=self.images)
+        try:
+            done = stream.collect()
+        except KeyboardInterrupt:
+            stream.abort()
+            raise
+        self.usages.append(done.usage)
+        self.stats = stats_line(done)
+        output = ChatOutput(self.engine.model.name, tokenizer, False, plan, job.reasoning_open)
+        return output.response([whole(done)], done.usage)["choices"][0]
+
+
+def _print_answer(out: Any, model: str, loop: ToolLoop, choice: dict, usages: list[Any]) -> None:
+    """The last round's answer: text on stdout (or one JSON object), notes on stderr."""
+    from mlxctl.api.openai_output import total_usage
+
     message = choice["message"]
     text = message.get("content") or ""
     if loop.note:
         out.warn(loop.note)
     if out.is_json:
         usage = total_usage(usages, 1)
-        result = {"model": engine.model.name, "text": text, "finish_reason": choice["finish_reason"],
+        result = {"model": model, "text": text, "finish_reason": choice["finish_reason"],
                   "usage": {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
                             "total_tokens": usage.total_tokens}, **loop.extension()}
         if message.get("tool_calls"):
