@@ -6,11 +6,10 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 
 import pytest
 
-from tests.mcp.helpers import CALC, HTTP_TOKEN, free_port
+from tests.mcp.helpers import CALC, HTTP_TOKEN
 
 
 def _http_unsupported() -> str | None:
@@ -32,32 +31,29 @@ def _http_unsupported() -> str | None:
 
 @pytest.fixture(scope="session")
 def calc_http_url():
-    """The calc server on streamable HTTP at a free loopback port; it wants X-Token: s3cret."""
+    """The calc server on streamable HTTP at a loopback port; it wants X-Token: s3cret.
+
+    The socket is bound and listening before the server starts (it inherits it), so connections
+    queue until the server accepts them: there is nothing to wait for here.
+    """
     reason = _http_unsupported()
     if reason:
         pytest.skip(reason)
-    port = free_port()
-    log = tempfile.TemporaryFile()  # noqa: SIM115 - closed in the finally below
-    proc = subprocess.Popen(
-        [sys.executable, CALC, "--http", str(port), "--require-header", f"x-token={HTTP_TOKEN}"],
-        stdin=subprocess.DEVNULL,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
+    with socket.create_server(("127.0.0.1", 0)) as sock:
+        port = sock.getsockname()[1]
+        log = tempfile.TemporaryFile()  # noqa: SIM115 - closed in the finally below
+        proc = subprocess.Popen(
+            [sys.executable, CALC, "--http-fd", str(sock.fileno()), "--require-header", f"x-token={HTTP_TOKEN}"],
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            pass_fds=[sock.fileno()],
+        )
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            if proc.poll() is not None:
-                log.seek(0)
-                pytest.fail(f"the HTTP calc server exited ({proc.returncode}): {log.read().decode()[-2000:]}")
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                    break
-            except OSError:
-                if time.monotonic() > deadline:
-                    pytest.fail("the HTTP calc server did not start listening within 30s")
-                time.sleep(0.05)
         yield f"http://127.0.0.1:{port}/mcp"
+        if proc.poll() is not None:
+            log.seek(0)
+            pytest.fail(f"the HTTP calc server exited ({proc.returncode}): {log.read().decode()[-2000:]}")
     finally:
         proc.terminate()
         try:

@@ -2,39 +2,57 @@
 
 from __future__ import annotations
 
+import socket
+
 import pytest
 import pytest_asyncio
 
 from mlxctl.mcp import McpHub, parse_config
-from tests.mcp.helpers import HTTP_TOKEN, free_port
+from tests.mcp.helpers import BACKSTOP_S, HTTP_TOKEN
 
-pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(60)]
+pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(3 * BACKSTOP_S)]
+
+SHORT_TIMEOUT = 1  # for a call the server never answers: the timeout is what is tested
 
 
 @pytest_asyncio.fixture(loop_scope="module", scope="module")
 async def hub(calc_http_url, tmp_path_factory):
-    config = parse_config(
+    with socket.socket() as unlistened:  # bound, never listening: connections to it are refused
+        unlistened.bind(("127.0.0.1", 0))
+        down = f"http://127.0.0.1:{unlistened.getsockname()[1]}/mcp"
+        async with McpHub(_config(calc_http_url, down), connect_timeout=BACKSTOP_S,
+                          audit_log=tmp_path_factory.mktemp("mcp-http") / "audit.jsonl") as hub:
+            yield hub
+
+
+def _config(url, down):
+    return parse_config(
         {
             "mcpServers": {
                 # Globs: "s*" admits slow and secret.read; crash, boom and the rest stay out.
                 "web": {
-                    "url": calc_http_url,
+                    "url": url,
                     "headers": {"X-Token": HTTP_TOKEN},
                     "allow": ["add", "s*"],
-                    "timeout": 1,
+                    "timeout": BACKSTOP_S,
                 },
-                "noauth": {"url": calc_http_url},
-                "down": {"url": f"http://127.0.0.1:{free_port()}/mcp"},
+                # The same server, for the call timeout.
+                "tight": {
+                    "url": url,
+                    "headers": {"X-Token": HTTP_TOKEN},
+                    "allow": ["hold", "add"],
+                    "timeout": SHORT_TIMEOUT,
+                },
+                "noauth": {"url": url},
+                "down": {"url": down},
             }
         }
     )
-    audit = tmp_path_factory.mktemp("mcp-http") / "audit.jsonl"
-    async with McpHub(config, connect_timeout=5, audit_log=audit) as hub:
-        yield hub
 
 
 async def test_tools_listed_with_glob_allow_list(hub):
-    assert [t["function"]["name"] for t in hub.tools()] == ["web__add", "web__slow", "web__secret_read"]
+    names = [t["function"]["name"] for t in hub.tools()]
+    assert names == ["web__add", "web__slow", "web__secret_read", "tight__add", "tight__hold"]
     status = {s["name"]: s for s in hub.status()}
     assert status["web"]["state"] == "connected" and status["web"]["transport"] == "http"
     assert status["web"]["url"].endswith("/mcp") and "headers" not in status["web"]
@@ -62,6 +80,6 @@ async def test_invalid_arguments_over_http(hub):
 
 
 async def test_timeout_over_http(hub):
-    result = await hub.call("web__slow", {"seconds": 5})
-    assert result.is_error and "timed out after 1s" in result.text
-    assert (await hub.call("web__add", {"a": 1, "b": 2})).text == "3"
+    result = await hub.call("tight__hold", {})  # nothing releases it: it never answers
+    assert result.is_error and f"timed out after {SHORT_TIMEOUT:g}s" in result.text
+    assert (await hub.call("tight__add", {"a": 1, "b": 2})).text == "3"

@@ -1,22 +1,27 @@
-"""McpHub over stdio against the real calc test server, next to servers that cannot start."""
+"""McpHub over stdio against the real calc test server, next to servers that cannot start.
+
+The hub gets a generous connect timeout (a deadlock backstop: start() returns as soon as every
+server is connected or has failed); short timeouts are used only against servers that never answer.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import logging
+import os
 import sys
-import time
 
 import pytest
 import pytest_asyncio
 
 from mlxctl.mcp import McpHub, parse_config
-from tests.mcp.helpers import CALC_ALLOW, calc_stdio
+from tests.mcp.helpers import BACKSTOP_S, CALC_ALLOW, calc_stdio, held_call
 
-pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(60)]
+pytestmark = [pytest.mark.asyncio(loop_scope="module"), pytest.mark.timeout(3 * BACKSTOP_S)]
 
-CONNECT_TIMEOUT = 3.0
+SHORT_TIMEOUT = 1  # for a server or a call that never answers: the timeout is what is tested
+HANGS = {"command": sys.executable, "args": ["-c", "import time; time.sleep(60)"]}
 
 
 @pytest.fixture(scope="module")
@@ -29,35 +34,49 @@ async def hub(audit_path):
     config = parse_config(
         {
             "mcpServers": {
-                "calc": calc_stdio(env={"CALC_GREETING": "hello"}, allow=CALC_ALLOW, timeout=1),
+                "calc": calc_stdio(env={"CALC_GREETING": "hello"}, allow=CALC_ALLOW, timeout=BACKSTOP_S),
+                "timid": calc_stdio(allow=["hold", "add"], timeout=SHORT_TIMEOUT),  # for the call timeout
                 "missing": {"command": "/nonexistent/mcp-server"},
                 "dies": {"command": sys.executable, "args": ["-c", "import sys; sys.exit('no config here')"]},
-                "hangs": {"command": sys.executable, "args": ["-c", "import time; time.sleep(60)"]},
                 "off": {"command": "/nonexistent/other", "disabled": True},
             }
         }
     )
-    started = time.monotonic()
-    async with McpHub(config, connect_timeout=CONNECT_TIMEOUT, audit_log=audit_path) as hub:
-        hub.start_seconds = time.monotonic() - started
+    async with McpHub(config, connect_timeout=BACKSTOP_S, audit_log=audit_path) as hub:
         yield hub
 
 
 async def test_failed_servers_are_reported_and_the_others_work(hub):
-    assert set(hub.errors) == {"missing", "dies", "hangs"}
+    assert set(hub.errors) == {"missing", "dies"}
     assert "command not found: /nonexistent/mcp-server" in hub.errors["missing"]
     assert "no config here" in hub.errors["dies"]  # the server's stderr explains it
-    assert f"timed out after {CONNECT_TIMEOUT:g}s" in hub.errors["hangs"]
-    # Connections are made at once, and a hung server costs only the connect timeout.
-    assert hub.start_seconds < CONNECT_TIMEOUT + 2
     result = await hub.call("calc__add", {"a": 2, "b": 3})
     assert (result.text, result.is_error) == ("5", False)
+
+
+async def test_a_server_that_never_answers_fails_at_the_connect_timeout():
+    async with McpHub(parse_config({"mcpServers": {"hangs": HANGS}}), connect_timeout=SHORT_TIMEOUT) as hub:
+        assert hub.errors == {"hangs": f"failed to start: timed out after {SHORT_TIMEOUT:g}s"}
+        assert hub.tools() == []
+
+
+async def test_servers_are_started_at_once(tmp_path):
+    # Before it serves, each server waits for the other to open the FIFO: one at a time, neither would.
+    fifo = tmp_path / "meet"
+    os.mkfifo(fifo)
+    servers = {
+        "left": calc_stdio(flags=("--meet", str(fifo), "w"), allow=["add"]),
+        "right": calc_stdio(flags=("--meet", str(fifo), "r"), allow=["add"]),
+    }
+    async with McpHub(parse_config({"mcpServers": servers}), connect_timeout=BACKSTOP_S) as hub:
+        assert hub.errors == {}
+        assert [s["state"] for s in hub.status()] == ["connected", "connected"]
 
 
 async def test_tools_are_qualified_and_only_allowed(hub):
     tools = hub.tools()
     names = [t["function"]["name"] for t in tools]
-    assert names == [f"calc__{name}" for name in CALC_ALLOW]
+    assert names == [f"calc__{name}" for name in CALC_ALLOW] + ["timid__add", "timid__hold"]
     add = next(t for t in tools if t["function"]["name"] == "calc__add")
     assert add["type"] == "function"
     assert add["function"]["description"] == "Add two integers."
@@ -129,17 +148,19 @@ async def test_schema_invalid_arguments_are_error_results(hub, arguments, proble
 
 
 async def test_timeout_is_an_error_result_and_the_session_survives(hub):
-    result = await hub.call("calc__slow", {"seconds": 5})
-    assert result.is_error and "timed out after 1s" in result.text
-    assert 0.9 < result.duration_s < 3
-    assert (await hub.call("calc__add", {"a": 1, "b": 1})).text == "2"
+    result = await hub.call("timid__hold", {})  # nothing releases it: it never answers
+    assert result.is_error and f"timed out after {SHORT_TIMEOUT:g}s" in result.text
+    assert result.duration_s >= SHORT_TIMEOUT  # it waited out the timeout, no less
+    assert "timid" not in hub.errors
+    assert (await hub.call("timid__add", {"a": 1, "b": 1})).text == "2"
 
 
 async def test_calls_run_concurrently(hub):
-    slow = asyncio.ensure_future(hub.call("calc__slow", {"seconds": 0.5}))
+    held = await held_call(hub)  # the server is running it, and it answers only once released
     fast = await hub.call("calc__add", {"a": 20, "b": 22})
-    assert fast.text == "42" and not slow.done()
-    assert (await slow).text == "slept 0.5"
+    assert fast.text == "42" and not held.done()
+    assert (await hub.call("calc__release", {})).text == "released"
+    assert (await held).text == "released"
 
 
 async def test_audit_log_lines(hub, audit_path, caplog):
@@ -168,11 +189,10 @@ async def test_audit_log_lines(hub, audit_path, caplog):
 
 
 async def test_cancelled_call_is_audited_and_the_session_survives(hub, audit_path):
-    task = asyncio.ensure_future(hub.call("calc__slow", {"seconds": 5}))
-    await asyncio.sleep(0.2)
+    task = await held_call(hub)  # in flight at the server, never released
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
     last = json.loads(audit_path.read_text().splitlines()[-1])
-    assert (last["name"], last["is_error"]) == ("calc__slow", True)
+    assert (last["name"], last["is_error"]) == ("calc__hold", True)
     assert (await hub.call("calc__add", {"a": 3, "b": 3})).text == "6"

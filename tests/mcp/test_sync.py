@@ -9,9 +9,9 @@ import pytest
 
 from mlxctl.errors import BadInputError
 from mlxctl.mcp import McpHubThread
-from tests.mcp.helpers import CALC_ALLOW, calc_stdio
+from tests.mcp.helpers import BACKSTOP_S, CALC_ALLOW, calc_stdio
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = pytest.mark.timeout(3 * BACKSTOP_S)
 
 
 def test_config_errors_surface_before_any_thread(tmp_path):
@@ -22,10 +22,10 @@ def test_config_errors_surface_before_any_thread(tmp_path):
 def test_blocking_hub_from_a_config_file(tmp_path):
     path = tmp_path / "mcp.json"
     allow = [*CALC_ALLOW, "crash"]
-    path.write_text(json.dumps({"mcpServers": {"calc": calc_stdio(allow=allow, timeout=5)}}))
+    path.write_text(json.dumps({"mcpServers": {"calc": calc_stdio(allow=allow, timeout=BACKSTOP_S)}}))
     audit = tmp_path / "audit.jsonl"
     threads_before = set(threading.enumerate())
-    with McpHubThread(path, connect_timeout=10, audit_log=audit) as hub:
+    with McpHubThread(path, connect_timeout=BACKSTOP_S, audit_log=audit) as hub:
         assert hub.errors == {}
         assert [t["function"]["name"] for t in hub.tools()] == [f"calc__{name}" for name in allow]
         result = hub.call("calc__add", {"a": 2, "b": 2})

@@ -1,8 +1,12 @@
 """A small MCP server for the hub's tests.
 
-``python calc.py`` serves over stdio; ``python calc.py --http PORT [--require-header NAME=VALUE]``
-serves streamable HTTP at ``http://127.0.0.1:PORT/mcp`` (answering 401 to requests without the
-header, when one is required). Works with the ``mcp`` SDK 2.x (``MCPServer``) and 1.x (``FastMCP``).
+``python calc.py`` serves over stdio; ``python calc.py --http-fd FD [--require-header NAME=VALUE]``
+serves streamable HTTP at ``/mcp`` on the listening loopback socket it inherits as FD (the test
+binds it before starting the server, so no wait for the server to listen is needed), answering 401
+to requests without the header, when one is required. ``--meet FIFO r|w`` opens a FIFO before
+serving, which blocks until a peer server opens its other end: two servers that meet can only both
+come up if they are started at once. Works with the ``mcp`` SDK 2.x (``MCPServer``) and 1.x
+(``FastMCP``).
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ import argparse
 import asyncio
 import base64
 import os
+import socket
 
 try:  # mcp 2.x
     from mcp.server.mcpserver import Image
@@ -29,6 +34,7 @@ _PNG = base64.b64decode(
 )
 
 server = _Server("calc")
+_released = asyncio.Event()
 
 
 @server.tool()
@@ -42,6 +48,24 @@ async def slow(seconds: float) -> str:
     """Sleep for the given number of seconds, then say so."""
     await asyncio.sleep(seconds)
     return f"slept {seconds}"
+
+
+@server.tool()
+async def hold(signal_port: int = 0) -> str:
+    """Answer only once release is called; first connect to signal_port (if given) to say it arrived."""
+    if signal_port:
+        _reader, writer = await asyncio.open_connection("127.0.0.1", signal_port)
+        writer.close()
+    await _released.wait()
+    return "released"
+
+
+@server.tool()
+def release() -> str:
+    """Let every hold call now waiting answer."""
+    _released.set()
+    _released.clear()
+    return "released"
 
 
 @server.tool()
@@ -74,14 +98,15 @@ def secret_read() -> str:
     return "the secret"
 
 
-def _serve_http(port: int, require_header: str | None) -> None:
+def _serve_http(fd: int, require_header: str | None) -> None:
     import uvicorn
 
+    sock = socket.socket(fileno=fd)
     if _V2:
         app = server.streamable_http_app(host="127.0.0.1")
     else:
         server.settings.host = "127.0.0.1"
-        server.settings.port = port
+        server.settings.port = sock.getsockname()[1]
         app = server.streamable_http_app()
 
     if require_header:
@@ -96,16 +121,25 @@ def _serve_http(port: int, require_header: str | None) -> None:
                 return
             await inner(scope, receive, send)
 
-    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning")
+    uvicorn.Server(uvicorn.Config(app, log_level="warning")).run(sockets=[sock])
+
+
+def _meet(fifo: str, mode: str) -> None:
+    """Open the FIFO for reading (r) or writing (w); returns once a peer has opened the other end."""
+    with open(fifo, mode):
+        pass
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--http", type=int, metavar="PORT")
+    parser.add_argument("--http-fd", type=int, metavar="FD")
     parser.add_argument("--require-header", metavar="NAME=VALUE")
+    parser.add_argument("--meet", nargs=2, metavar=("FIFO", "MODE"))
     opts = parser.parse_args()
-    if opts.http:
-        _serve_http(opts.http, opts.require_header)
+    if opts.meet:
+        _meet(*opts.meet)
+    if opts.http_fd is not None:
+        _serve_http(opts.http_fd, opts.require_header)
     else:
         server.run()
 
