@@ -40,13 +40,13 @@ class FakeServer:
 
     def __enter__(self) -> FakeServer:
         self._thread.start()
-        asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(10)
+        asyncio.run_coroutine_threadsafe(self._start(), self._loop).result(60)
         return self
 
     def __exit__(self, *exc) -> None:
-        asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(10)
+        asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(60)
         self._loop.call_soon_threadsafe(self._loop.stop)
-        self._thread.join(10)
+        self._thread.join(60)
 
     async def _start(self) -> None:
         app = web.Application()
