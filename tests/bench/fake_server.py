@@ -4,6 +4,8 @@ It streams one word per chunk: the first after ``first_delay`` seconds, the rest
 ``token_delay``; ``max_tokens`` words with ``ignore_eos``, else the reply (finish "stop")
 or max_tokens words (finish "length"), whichever is shorter. It serves /v1/models and a
 Prometheus /metrics, and can refuse ``ignore_eos`` with a 400 as a strict server would.
+It counts the requests in flight (``most_in_flight``: the most at once), and with ``together``
+holds every answer until that many have been in flight at once.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ class FakeSettings:
     refuse_ignore_eos: bool = False
     model: str = "fake-model"
     metrics: bool = True
+    together: int = 0  # hold every answer until this many requests have been in flight at once
 
 
 class FakeServer:
@@ -34,6 +37,8 @@ class FakeServer:
         self.settings = settings or FakeSettings()
         self.counters = {"queries": 0, "hits": 0, "requests": 0}
         self.url = ""
+        self.in_flight = self.most_in_flight = 0
+        self._together: asyncio.Event | None = None
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
         self._runner: web.AppRunner | None = None
@@ -49,6 +54,7 @@ class FakeServer:
         self._thread.join(60)
 
     async def _start(self) -> None:
+        self._together = asyncio.Event()
         app = web.Application()
         app.router.add_get("/v1/models", self.models)
         app.router.add_post("/v1/chat/completions", self.complete)
@@ -88,8 +94,20 @@ class FakeServer:
         self.counters["requests"] += 1
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
-        await self._stream(response, chat, words, finish, body)
+        self._arrive()
+        try:
+            await self._together.wait()
+            await self._stream(response, chat, words, finish, body)
+        finally:
+            self.in_flight -= 1  # before the client sees the end, so its next request comes after
+        await response.write(b"data: [DONE]\n\n")
         return response
+
+    def _arrive(self) -> None:
+        self.in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        if self.in_flight >= self.settings.together:
+            self._together.set()
 
     async def _stream(self, response, chat: bool, words: list[str], finish: str, body: dict) -> None:
         if chat:
@@ -107,7 +125,6 @@ class FakeServer:
             prompt = _prompt_tokens(body)
             usage = {"prompt_tokens": prompt, "completion_tokens": len(words), "total_tokens": prompt + len(words)}
             await _send(response, {"choices": [], "usage": usage})
-        await response.write(b"data: [DONE]\n\n")
 
 
 def _words(body: dict) -> tuple[list[str], str]:

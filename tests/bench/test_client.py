@@ -10,13 +10,14 @@ from mlxctl.bench.client import ServerClient
 from mlxctl.bench.runner import closed_loop, on_schedule
 from mlxctl.bench.spec import RequestSpec
 from tests.bench.conftest import FIRST_DELAY
+from tests.bench.fake_server import FakeServer, FakeSettings
 
 SPEC = RequestSpec("s", prompt="one two three", max_tokens=12, ignore_eos=True)
 
 
 def send_all(url: str, specs, endpoint: str = "chat", **run) -> tuple[list, float, ServerClient]:
     async def go():
-        async with httpx.AsyncClient() as http:
+        async with httpx.AsyncClient(timeout=60) as http:
             client = ServerClient(http, url, endpoint, "fake-model")
             if "arrivals" in run:
                 results, wall = await on_schedule(client.send, specs, run["arrivals"], run.get("cap"))
@@ -48,11 +49,12 @@ def test_refused_ignore_eos_is_retried_without_and_remembered(slow_fake):
     assert client.refused == {"ignore_eos"}
 
 
-def test_closed_loop_keeps_order_and_concurrency(fake):
+def test_closed_loop_keeps_order_and_concurrency():
     specs = [RequestSpec(f"s{i}", prompt="x", max_tokens=2) for i in range(8)]
-    results, wall, _ = send_all(fake.url, specs, concurrency=4)
-    assert [r.name for r in results] == [s.name for s in specs]
-    assert FIRST_DELAY * 2 <= wall < FIRST_DELAY * 8  # two rounds of four, not eight in a row
+    with FakeServer(FakeSettings(together=4)) as server:  # no answer until four are in flight at once
+        results, _, _ = send_all(server.url, specs, concurrency=4)
+    assert [r.name for r in results] == [s.name for s in specs] and all(r.ok for r in results)
+    assert server.most_in_flight == 4  # four at once, never more
 
 
 def test_schedule_waits_for_arrivals(fake):
