@@ -62,6 +62,8 @@ class Engine:
         self.batch = DecodeBatch()
         self.model: Any = None  # LoadedModel once started
         self._inbox: queue.SimpleQueue = queue.SimpleQueue()
+        self._unseen: dict[int, Request] = {}  # submitted, still in the inbox (see ``queued``)
+        self._unseen_lock = threading.Lock()
         self._ids = itertools.count()
         self._ready = threading.Event()
         self._load_error: BaseException | None = None
@@ -102,12 +104,24 @@ class Engine:
             from mlxctl.engine.constraints import compile_constraint
 
             matcher = compile_constraint(params.constraint, self.model.tokenizer).matcher(self.vocab_size)
-        max_new = check_prompt(len(prompt_tokens), params.max_tokens, self.model.context_length)
+        max_new = check_prompt(len(prompt_tokens), params.max_tokens, self.model.context_length,
+                               params.max_tokens_field)
         rid = request_id or f"req-{next(self._ids)}"
         stream = RequestStream(rid, self.abort, loop)
-        self._inbox.put(("add", Request(rid, list(prompt_tokens), params, stream, max_new, constraint=matcher,
-                                        cache_salt=cache_salt, images=tuple(images), image_spans=spans)))
+        req = Request(rid, list(prompt_tokens), params, stream, max_new, constraint=matcher,
+                      cache_salt=cache_salt, images=tuple(images), image_spans=spans)
+        with self._unseen_lock:
+            self._unseen[id(req)] = req
+        self._inbox.put(("add", req))
         return stream
+
+    @property
+    def queued(self) -> int:
+        """Requests submitted and not yet scheduled: those still in the inbox (which the engine
+        thread drains only between steps) and those in the scheduler's waiting queue. What
+        admission control bounds (``serve --max-waiting``); safe to read from any thread."""
+        with self._unseen_lock:
+            return len(self._unseen) + len(self.scheduler.waiting)
 
     def _with_images(self, tokens: list[int], images: Sequence[Any], salt: str) -> tuple[list[int], tuple, str]:
         from mlxctl.engine.kv.media import cache_salt as media_salt
@@ -144,9 +158,12 @@ class Engine:
         prefix = self.prefix.stats() if self.prefix is not None else {"enabled": False}
         vision = getattr(self.model, "vision", None)
         extra = {"vision": vision.stats()} if vision is not None else {}
+        with self._unseen_lock:  # the inbox's requests wait too: the figures agree with ``queued``
+            queues = self.scheduler.snapshot()
+            queues["waiting"] += [r.progress() for r in self._unseen.values()]
         return {"steps": self._steps, "batch_size": len(self.batch), "kv_bytes": self.batch.nbytes(),
                 "failed_steps": self._failures_total, "preemptions": self._preemptions,
-                "prefix_cache": prefix, **extra, **self.scheduler.snapshot()}
+                "prefix_cache": prefix, **extra, **queues}
 
     def clear_prefix_cache(self, timeout: float = 30.0, *, disk: bool = False) -> int:
         """Drop every cached prefix block no request holds (and the disk tier's blocks when
@@ -228,7 +245,9 @@ class Engine:
         self.prefix.attach(req)
         req.output = OutputProcessor(self.model.tokenizer, req.params, self.model.eos_token_ids, req.max_new_tokens,
                                      context_ids=req.prompt_tokens[-4:])
-        self.scheduler.add(req)
+        with self._unseen_lock:  # from the inbox to the waiting queue in one move, as ``queued`` sees it
+            self.scheduler.add(req)
+            self._unseen.pop(id(req), None)  # a follower rank's requests were never submitted here
 
     def _abort(self, request_id: str) -> None:
         req = self.scheduler.find(request_id)
@@ -322,16 +341,16 @@ class Engine:
         self.batch.join(joiner.requests, joiner.cache, first.tokens, list(first.per_row), joiner.batched)
 
     def _remember(self, req: Request, joiner: Joiner, row: int) -> None:
-        if self.prefix.enabled:
+        if self.prefix.enabled and not self.prefix.checkpoints:  # (checkpoints were taken while prefilling)
             cache = [c.extract(row) for c in joiner.cache] if joiner.batched else joiner.cache
-            self.prefix.remember_tokens(req.prefill_tokens, cache, req.cache_salt)
+            self.prefix.remember_prompt(req, cache)
 
     def _prefill_all(self, work: list[tuple[Request, int]]) -> list[Joiner]:
         """Whole fresh prompts go through the model together; the rest chunk by chunk, alone.
         Prompts with images are always prefilled alone (from input embeddings); they join the
         same decode batch as the others once their prompt is done."""
         group = [req for req, n in work if req.num_prefilled == 0 and n == req.prefill_len and not req.images]
-        if len(group) < 2 or not self.runner.can_batch_prefill(group):
+        if len(group) < 2 or self.prefix.checkpoints or not self.runner.can_batch_prefill(group):
             group = []
         solo = [j for req, n in work if req not in group and (j := self._prefill(req, n))]
         joined = self._prefill_group(group) if group else None
@@ -355,7 +374,7 @@ class Engine:
         if req.prefill_start is None:
             req.prefill_start = time.perf_counter()
         try:
-            first = self.runner.prefill(req, n)
+            first = self._prefill_chunk(req, n)
         except MlxctlError as exc:  # bad input (an image that cannot be read, ...): retrying cannot help
             self._finish(req, FinishReason.ERROR, exc)
             return None
@@ -363,6 +382,17 @@ class Engine:
             return None
         req.first_sampled = req.first_sampled or time.perf_counter()
         return Joiner([req], req.cache, first)
+
+    def _prefill_chunk(self, req: Request, n: int) -> Any:
+        """The next ``n`` prompt tokens, stopping at each checkpoint position on the way to
+        keep the state there (models served from checkpoints; see engine/checkpoints.py)."""
+        end = req.num_prefilled + n
+        while req.checkpoint_at and req.checkpoint_at[0] <= end:
+            cut = req.checkpoint_at.pop(0)
+            if cut > req.num_prefilled:
+                self.runner.prefill(req, cut - req.num_prefilled)  # a cut is before the last token: no sample
+                self.prefix.checkpoint(req.prefill_tokens[:cut], req.cache, req.cache_salt)
+        return self.runner.prefill(req, end - req.num_prefilled) if end > req.num_prefilled else None
 
     def _emit(self, reqs: list[Request], tokens: Any, samples: list[Any]) -> list[int]:
         """Turn the pending tokens into events; return the rows that go on decoding."""
@@ -401,7 +431,7 @@ class Engine:
         queued this round fed the last token in, so the batch's KV covers all of them."""
         if self.prefix.enabled:
             cache = [c.extract(row) for c in self.batch.caches] if self.batch.batched else self.batch.caches
-            self.prefix.remember_tokens(req.prompt_tokens + req.generated, cache, req.cache_salt)
+            self.prefix.remember_answer(req, cache)
 
     def _finish(self, req: Request, reason: FinishReason, error: BaseException | None = None) -> None:
         req.finished_at = time.perf_counter()

@@ -1,14 +1,17 @@
-"""Prefix reuse: requests start from KV blocks that earlier requests computed.
+"""Prefix reuse: requests start from KV blocks (and checkpoints) that earlier requests computed.
 
 Glue between the engine and the model-agnostic :class:`PrefixCache`: block payloads are the
 per-layer key/value slices of mlx-lm's plain ``KVCache``, copied out of a request's cache once
 its prompt is done and concatenated back into a fresh cache (through its public
 ``update_and_fetch``) when a later prompt starts with the same tokens. Blocks can be kept
 quantised (8 or 4 bits, per group of the head dimension; a hit then restores an approximation,
-so the bit count is part of the fingerprint) and spill to a disk tier when evicted. Models whose caches are
-not plain KV caches (sliding windows, state-space layers) cannot be cut at a block boundary:
-they are never trimmed to fake a hit. Reuse is off for them, and ``stats()`` says so: its
-``mode`` is ``blocks`` (block-level reuse of plain KV caches) or ``none``, with the ``reason``.
+so the bit count is part of the fingerprint) and spill to a disk tier when evicted.
+
+Models with layers that cannot be cut at a block boundary (sliding windows, state-space or
+linear-attention layers) are never trimmed to fake a hit: they are served from checkpoints
+(``checkpoints.py``), whole-state snapshots at chosen positions whose plain-KV layers still sit
+in blocks. ``stats()`` says which: its ``mode`` is ``blocks`` or ``checkpoints`` (or ``none``
+with the ``reason`` when reuse is off).
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ from typing import Any
 import mlx.core as mx
 from mlx_lm.models.cache import make_prompt_cache
 
+from mlxctl.engine.checkpoints import MARKER, CacheLayout, CheckpointPayload, cut_points, turn_end_ids
+from mlxctl.engine.kv import snapshot
 from mlxctl.engine.kv.prefix_cache import PrefixCache
 from mlxctl.engine.prefix_config import PrefixConfig
 from mlxctl.engine.request import Request
@@ -97,9 +102,14 @@ class _DiskGlue:
             return None
         r = self.reuse
         try:
-            return KVBlockPayload.from_arrays(found.arrays, r.num_layers, r.bits, r.group_size, r.dtype)
-        except KeyError:  # a file of another layout: never served
+            if MARKER in found.arrays:
+                return CheckpointPayload.from_arrays(found.arrays, r.block_payload_from)
+            return r.block_payload_from(found.arrays)
+        except (KeyError, TypeError, ValueError):  # a file of another layout: never served
             return None
+
+    def children(self, parent: bytes | None) -> list[tuple[bytes, tuple[int, ...]]]:
+        return self.disk.children(parent)
 
     def store(self, block: Any) -> None:
         self.disk.put(block.hash, block.parent, block.tokens, block.payload.to_arrays())
@@ -108,17 +118,21 @@ class _DiskGlue:
 class PrefixReuse:
     def __init__(self, loaded: Any, config: PrefixConfig):
         self.model = loaded.model
-        self.reason = _unsupported_reason(self.model) if config.enabled else "disabled"
+        self.reason = None if config.enabled else "disabled"
         self.enabled = self.reason is None
         self.bits, self.group_size, self.dtype, self.num_layers = config.bits, 0, None, 0
         self.disk = None
         self.cache = None
+        self.layout = CacheLayout((), (), ())
+        self.turn_ends: frozenset[int] = frozenset()
         if not self.enabled:
             return
         cache = make_prompt_cache(self.model)
-        self.num_layers = len(cache)
-        self.dtype, head_dim = _kv_shape(self.model, cache)
-        if self.bits:
+        self.layout = CacheLayout.of(cache)
+        self.turn_ends = turn_end_ids(loaded)
+        self.num_layers = len(self.layout.cut)  # the layers a block holds
+        self.dtype, head_dim = _kv_shape(self.model, cache, self.layout.cut)
+        if self.bits and head_dim:
             self.group_size = next((g for g in (64, 32) if head_dim % g == 0), 0)
             if not self.group_size:
                 raise BadInputError(f"cannot quantise cached KV: head dimension {head_dim} is not a multiple of 32")
@@ -131,24 +145,69 @@ class PrefixReuse:
             lower = _DiskGlue(self.disk, self)
         self.cache = PrefixCache(config.block_size, config.max_bytes or default_budget(), fp, lower=lower)
 
+    @property
+    def mode(self) -> str:
+        if not self.enabled:
+            return "none"
+        return "checkpoints" if self.layout.needs_checkpoints else "blocks"
+
+    @property
+    def checkpoints(self) -> bool:
+        """Whether this model is served from checkpoints (see ``checkpoints.py``)."""
+        return self.enabled and self.layout.needs_checkpoints
+
     def attach(self, req: Request) -> None:
         """Start ``req`` from the longest cached prefix of its prompt (never the last token)."""
         if not self.enabled:
             return
-        hit = self.cache.lookup(req.prefill_tokens[:-1], fingerprint=self._fp(req))
-        if hit.num_tokens == 0:
-            return
-        req.prefix_blocks = hit.blocks
-        if req.resume is None:  # a resumed request reports its first attempt's reuse
-            req.cached_tokens = hit.num_tokens
-        req.cache, req.num_prefilled = self._cache_from(hit.blocks), hit.num_tokens
+        tokens, fp = req.prefill_tokens[:-1], self._fp(req)
+        hit = self.cache.lookup_checkpoint(tokens, fingerprint=fp) if self.checkpoints else \
+            self.cache.lookup(tokens, fingerprint=fp)
+        if hit.num_tokens:
+            req.prefix_blocks = hit.held
+            if req.resume is None:  # a resumed request reports its first attempt's reuse
+                req.cached_tokens = hit.num_tokens
+            req.cache, req.num_prefilled = self._cache_from(hit), hit.num_tokens
+        req.checkpoint_at = cut_points(req.prefill_tokens, req.num_prefilled, self.turn_ends) if self.checkpoints else []
+
+    def remember_prompt(self, req: Request, cache: list[Any]) -> None:
+        """At the end of a prompt: its blocks (a model served from checkpoints took its own
+        while prefilling)."""
+        if not self.checkpoints:
+            self.remember_tokens(req.prefill_tokens, cache, req.cache_salt)
+
+    def remember_answer(self, req: Request, cache: list[Any]) -> None:
+        """When a request ends: prompt + answer, which the next turn of a conversation starts with."""
+        tokens = req.prompt_tokens + req.generated
+        if self.checkpoints:
+            self.checkpoint(tokens, cache, req.cache_salt)
+        else:
+            self.remember_tokens(tokens, cache, req.cache_salt)
 
     def remember_tokens(self, tokens: list[int], cache: list[Any], salt: str = "") -> None:
         """Keep the full blocks of ``tokens`` whose KV ``cache`` (plain, per layer) holds;
         ``salt`` keys what the tokens do not show (media, tenant; see ``kv/media.py``)."""
-        if self.enabled and len(tokens) >= self.cache.block_size:
+        if self.enabled and not self.checkpoints and len(tokens) >= self.cache.block_size:
             fp = self.cache.fingerprint + ("|" + salt if salt else "")
             self.cache.insert(tokens, lambda start, end: self._payload(cache, start, end), fingerprint=fp)
+
+    def checkpoint(self, tokens: list[int], cache: list[Any], salt: str = "") -> None:
+        """Keep the state ``cache`` holds after ``tokens`` (a model served from checkpoints):
+        the cut layers' full blocks and a checkpoint of the rest."""
+        if not self.checkpoints or not tokens:
+            return
+        fp = self.cache.fingerprint + ("|" + salt if salt else "")
+        cut = [cache[i] for i in self.layout.cut]
+
+        def checkpoint_for(start: int) -> CheckpointPayload:
+            tail = self._payload(cut, start, len(tokens)) if cut and start < len(tokens) else None
+            return CheckpointPayload([snapshot.snapshot(cache[i]) for i in self.layout.whole], tail)
+
+        self.cache.insert_checkpoint(tokens, lambda start, end: self._payload(cut, start, end), checkpoint_for,
+                                     fingerprint=fp)
+
+    def block_payload_from(self, arrays: dict[str, mx.array]) -> "KVBlockPayload":
+        return KVBlockPayload.from_arrays(arrays, self.num_layers, self.bits, self.group_size, self.dtype)
 
     def _fp(self, req: Request) -> str:
         salt = getattr(req, "cache_salt", "")
@@ -175,24 +234,26 @@ class PrefixReuse:
         if not self.enabled:
             return {"enabled": False, "mode": "none", "reason": self.reason}
         disk = self.disk.stats() if self.disk is not None else {}
-        return {"enabled": True, "mode": "blocks", "reason": None, "bits": self.bits} | self.cache.stats() | disk
+        kinds = {"cache_layers": list(self.layout.kinds)} if self.checkpoints else {}
+        return {"enabled": True, "mode": self.mode, "reason": None, "bits": self.bits} | kinds | \
+            self.cache.stats() | disk
 
-    def _cache_from(self, blocks) -> list[Any]:
+    def _cache_from(self, hit) -> list[Any]:
+        """A fresh cache in the state after the hit's tokens: the cut layers from the blocks
+        (and a checkpoint's tail), the others restored from the checkpoint."""
         cache = make_prompt_cache(self.model)
-        if all(b.payload.stacked is not None for b in blocks):  # one concatenation per side
-            keys = mx.concatenate([b.payload.stacked[0] for b in blocks], axis=3)
-            values = mx.concatenate([b.payload.stacked[1] for b in blocks], axis=3)
-            for i, layer in enumerate(cache):
-                layer.update_and_fetch(keys[i], values[i])
-            return cache
-        for i, layer in enumerate(cache):
-            parts = [b.payload.layer(i) for b in blocks]
-            keys = mx.concatenate([k for k, _ in parts], axis=2)
-            values = mx.concatenate([v for _, v in parts], axis=2)
-            layer.update_and_fetch(keys, values)
+        payloads = [b.payload for b in hit.blocks]
+        if hit.checkpoint is not None:
+            payloads += [hit.checkpoint.payload.tail] if hit.checkpoint.payload.tail is not None else []
+            for i, state in zip(self.layout.whole, hit.checkpoint.payload.states):
+                snapshot.restore(cache[i], state)
+        if payloads and self.layout.cut:
+            _fill_kv([cache[i] for i in self.layout.cut], payloads)
         return cache
 
     def _payload(self, cache: list[Any], start: int, end: int) -> KVBlockPayload:
+        if not cache:  # no layer a block can hold: the block only chains the checkpoints
+            return KVBlockPayload([], self.bits, self.group_size, self.dtype)
         if not self.bits and _uniform(cache):
             stacked = (mx.stack([c.keys[..., start:end, :] for c in cache]),
                        mx.stack([c.values[..., start:end, :] for c in cache]))
@@ -208,6 +269,21 @@ class PrefixReuse:
         return payload
 
 
+def _fill_kv(layers: list[Any], payloads: list[KVBlockPayload]) -> None:
+    """Concatenate the payloads' keys and values into the (empty) plain KV ``layers``."""
+    if all(p.stacked is not None for p in payloads):  # one concatenation per side
+        keys = mx.concatenate([p.stacked[0] for p in payloads], axis=3)
+        values = mx.concatenate([p.stacked[1] for p in payloads], axis=3)
+        for i, layer in enumerate(layers):
+            layer.update_and_fetch(keys[i], values[i])
+        return
+    for i, layer in enumerate(layers):
+        parts = [p.layer(i) for p in payloads]
+        keys = mx.concatenate([k for k, _ in parts], axis=2)
+        values = mx.concatenate([v for _, v in parts], axis=2)
+        layer.update_and_fetch(keys, values)
+
+
 def _uniform(cache: list[Any]) -> bool:
     """Whether every layer's keys and values share one shape and dtype (so they stack)."""
     first = cache[0].keys
@@ -215,23 +291,14 @@ def _uniform(cache: list[Any]) -> bool:
                and c.values.dtype == first.dtype for c in cache)
 
 
-def _kv_shape(model: Any, cache: list[Any]) -> tuple[Any, int]:
-    """The KV dtype and head dimension, from one token through a throwaway cache."""
+def _kv_shape(model: Any, cache: list[Any], cut: tuple[int, ...]) -> tuple[Any, int]:
+    """The KV dtype and head dimension of the plain KV layers, from one token through a
+    throwaway cache; (None, 0) for a model with none."""
+    if not cut:
+        return None, 0
     model(mx.array([[0]]), cache=cache)
-    keys = cache[0].keys
+    keys = cache[cut[0]].keys
     return keys.dtype, keys.shape[-1]
-
-
-def _unsupported_reason(model: Any) -> str | None:
-    """Why blocks cannot be cut from this model's caches (None: they can). A plain ``KVCache``
-    holds every position and can be sliced anywhere; a ``RotatingKVCache`` (sliding window)
-    has dropped old positions, and state-space caches (``ArraysCache``, ``MambaCache``) hold one
-    state for the whole prefix, so neither can be shortened to a block boundary."""
-    kinds = {type(c).__name__ for c in make_prompt_cache(model)}
-    if kinds == {"KVCache"}:
-        return None
-    return (f"cache layers {sorted(kinds)} cannot be cut at block boundaries "
-            "(sliding-window or state-space layers): no prefix reuse")
 
 
 def fingerprint(loaded: Any) -> str:

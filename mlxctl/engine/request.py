@@ -48,6 +48,7 @@ class Request:
     image_spans: tuple = ()  # (start, length) of each image's placeholder positions in the prompt
     image_features: list | None = None  # per image, once encoded on the engine thread (None: not needed)
     attempts: int = 0  # failed engine steps this request was part of
+    checkpoint_at: list[int] = field(default_factory=list)  # prompt positions to checkpoint at (engine/checkpoints.py)
 
     @property
     def prompt_len(self) -> int:

@@ -54,11 +54,15 @@ class ModelRunner:
         return first
 
     def can_batch_prefill(self, reqs: list[Request]) -> bool:
-        """Whether the model's caches batch with left padding (mlx-lm's batched KV caches)."""
+        """Whether the model's caches batch with left padding (mlx-lm's batched KV caches).
+        Recurrent layers (``ArraysCache``) take no left padding: the pad tokens would run
+        through their state, so such models prefill one request at a time (and batch decode)."""
         if self._batchable is None:
+            caches = make_prompt_cache(self.model)
             try:
-                merged = [type(c).merge([c]) for c in make_prompt_cache(self.model)]
-                self._batchable = all(hasattr(c, "prepare") for c in merged)
+                merged = [type(c).merge([c]) for c in caches]
+                self._batchable = all(hasattr(c, "prepare") for c in merged) and \
+                    {type(c).__name__ for c in caches} <= PADDABLE
             except Exception:  # a cache type without merge: prefill one request at a time
                 self._batchable = False
         return self._batchable
@@ -126,6 +130,7 @@ class ModelRunner:
         return nxt
 
 
+PADDABLE = {"KVCache", "RotatingKVCache"}  # cache layers that take left padding exactly
 ONE_PASS_TOKENS = 32  # a last chunk this short is not split into a fill pass and a one-token pass
 
 

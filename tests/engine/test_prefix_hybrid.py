@@ -1,10 +1,10 @@
-"""Models whose caches cannot be cut at a block boundary (a sliding window, state-space layers)
-are never trimmed to fake a hit: the prefix cache says its mode (``none``) and why, and serves
-nothing, in memory or from the disk tier; their outputs match a run with the cache off.
+"""Models whose caches cannot be cut at a block boundary (sliding windows, recurrent and
+linear-attention layers, hybrids of them with full attention) are served from checkpoints: the
+greedy outputs with the cache on equal those with it off, request by request, alone and batched,
+in memory and from the disk tier after a restart; ``cached_tokens`` says what was reused.
 
-Tiny random models of real mlx-lm architectures: Gemma 3 text (sliding-window layers keep an
-mlx-lm ``RotatingKVCache`` of 8 positions, every other layer a full ``KVCache``) and Mamba
-(state-space layers: ``ArraysCache``)."""
+Tiny random models of real mlx-lm architectures (``hybrid_configs.py``): random weights make
+near-ties common, so an inexact state would show as a different greedy token soon."""
 
 from __future__ import annotations
 
@@ -15,36 +15,46 @@ from mlx_lm.models.cache import make_prompt_cache
 from mlxctl.engine.engine import Engine, EngineConfig
 from mlxctl.engine.prefix import PrefixReuse
 from mlxctl.engine.prefix_config import PrefixConfig
+from mlxctl.engine.request import Request
 from mlxctl.engine.sampling import SamplingParams
 from mlxctl.models.dummy import build_model
+from tests.engine.hybrid_configs import CONFIGS, VOCAB
 from tests.engine.tiny import TinyModel, tiny_loaded
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=8)
-SYSTEM = [(7 * i + 3) % 97 + 1 for i in range(21)]  # 5 full blocks of 4, longer than the window
-WINDOW = 8
-
-CONFIGS = {
-    "gemma3_text": dict(model_type="gemma3_text", hidden_size=64, num_hidden_layers=4, intermediate_size=128,
-                        num_attention_heads=4, num_key_value_heads=2, head_dim=16, query_pre_attn_scalar=16,
-                        vocab_size=100, sliding_window=WINDOW, sliding_window_pattern=2,
-                        max_position_embeddings=512),
-    "mamba": dict(model_type="mamba", vocab_size=100, hidden_size=64, intermediate_size=128, state_size=8,
-                  num_hidden_layers=2, conv_kernel=4, use_bias=False, use_conv_bias=True, time_step_rank=8),
-}
-CACHE_KINDS = {"gemma3_text": "RotatingKVCache", "mamba": "ArraysCache"}
+END = 99  # the tiny models' end-of-turn token
+SYSTEM = [(7 * i + 3) % 97 + 1 for i in range(21)]  # 5 full blocks of 4 and one token: longer than the windows
+CHAT = SYSTEM + [END, 5, 6, 7, 8, 9, 10, 11, END, 3, 4]  # two turn ends inside the prompt
+CACHE_KINDS = {"gemma3_text": {"RotatingKVCache", "KVCache"}, "gpt_oss": {"RotatingKVCache", "KVCache"},
+               "falcon_h1": {"CacheList"}, "mamba": {"ArraysCache"}, "mamba2": {"ArraysCache"}}
 
 
 def loaded_model(arch: str) -> TinyModel:
     model = build_model(CONFIGS[arch], seed=0)
     mx.eval(model.parameters())
-    return TinyModel(model=model, name=f"tiny-{arch}", config=dict(CONFIGS[arch]), vocab_size=100)
+    return TinyModel(model=model, name=f"tiny-{arch}", config=dict(CONFIGS[arch]), vocab_size=VOCAB,
+                     eos_token_ids={END})
 
 
-def run(loaded: TinyModel, prompts: list[list[int]], **prefix) -> tuple[list, dict]:
-    eng = Engine(lambda: loaded, EngineConfig(prefix=PrefixConfig(block_size=4, **prefix))).start()
+def engine(loaded: TinyModel, **prefix) -> Engine:
+    return Engine(lambda: loaded, EngineConfig(prefix=PrefixConfig(block_size=4, **prefix))).start()
+
+
+def conversation(eng: Engine) -> list:
+    """Alone: a prompt, the same again, one extending it, an unrelated one, one with turn ends,
+    the next turn of the third (its prompt + answer + more); then all six at once (batched)."""
+    prompts = [SYSTEM, SYSTEM, SYSTEM + [40, 41, 42, 43, 44], [9] + SYSTEM, CHAT]
+    done = [eng.submit(p, GREEDY).collect() for p in prompts]
+    prompts.append(prompts[2] + list(done[2].token_ids) + [50, 51, 52])
+    done.append(eng.submit(prompts[-1], GREEDY).collect())
+    streams = [eng.submit(p, GREEDY) for p in prompts]
+    return done + [s.collect() for s in streams]
+
+
+def run(loaded: TinyModel, **prefix) -> tuple[list, dict]:
+    eng = engine(loaded, **prefix)
     try:
-        done = [eng.submit(p, GREEDY).collect() for p in prompts]
-        return done, eng.stats()["prefix_cache"]
+        return conversation(eng), eng.stats()["prefix_cache"]
     finally:
         eng.shutdown()
 
@@ -55,43 +65,91 @@ def test_the_model_really_has_caches_that_cannot_be_cut(arch):
     cache = make_prompt_cache(loaded.model)
     loaded.model(mx.array([SYSTEM]), cache=cache)
     kinds = {type(c).__name__ for c in cache}
-    assert CACHE_KINDS[arch] in kinds
+    assert kinds - {"KVCache"}, kinds
+    assert kinds >= CACHE_KINDS.get(arch, {"ArraysCache"})
     assert not all(c.is_trimmable() for c in cache)  # past the window / a recurrent state
 
 
 @pytest.mark.parametrize("arch", sorted(CONFIGS))
-def test_no_hit_is_faked_and_the_cache_says_why(arch, tmp_path):
+def test_checkpoints_serve_exactly_what_the_cache_off_computes(arch):
     loaded = loaded_model(arch)
-    prompts = [SYSTEM, SYSTEM, SYSTEM + [40, 41, 42, 43, 44], [9] + SYSTEM]
-    on, stats = run(loaded, prompts, cache_dir=str(tmp_path / "kv"))
-    off, _ = run(loaded, prompts, enabled=False)
-    assert [d.usage.cached_tokens for d in on] == [0, 0, 0, 0]
+    on, stats = run(loaded)
+    off, _ = run(loaded, enabled=False)
     assert [d.token_ids for d in on] == [d.token_ids for d in off]
-    assert on[0].token_ids == on[1].token_ids
-    assert stats["enabled"] is False and stats["mode"] == "none"
-    assert CACHE_KINDS[arch] in stats["reason"] and "cannot be cut at block boundaries" in stats["reason"]
-    assert "hits" not in stats and "blocks" not in stats  # no block store was ever made
-    assert not (tmp_path / "kv").exists()  # nor a disk tier to serve blocks from after a restart
+    # alone: nothing; the same prompt up to its last token; the checkpoint one token before the
+    # end of the first prompt; nothing for another start; the first prompt's checkpoint again;
+    # the third prompt's answer as generated (26 prompt + 8 answer tokens).
+    assert [d.usage.cached_tokens for d in on[:6]] == [0, 20, 20, 0, 20, 34]
+    assert all(d.usage.cached_tokens > 0 for d in on[6:])  # batched: every one from a checkpoint
+    assert stats["mode"] == "checkpoints" and stats["reason"] is None
+    assert set(stats["cache_layers"]) - {"KVCache"}
+    assert stats["checkpoints"] > 0 and 0 < stats["checkpoint_bytes"] <= stats["bytes"]
 
 
-@pytest.mark.parametrize("arch", sorted(CONFIGS))
-def test_reuse_glue_refuses_the_model_itself(arch):
-    """Below the engine: nothing is remembered or attached, whatever is asked."""
-    from mlxctl.engine.request import Request
-
+@pytest.mark.parametrize("arch", ["gemma3_text", "qwen3_next", "mamba", "falcon_h1"])
+def test_checkpoints_survive_a_restart_through_the_disk_tier(arch, tmp_path):
     loaded = loaded_model(arch)
+    first, _ = run(loaded, cache_dir=str(tmp_path / "kv"))
+    eng = engine(loaded, cache_dir=str(tmp_path / "kv"))  # a new process would find the same files
+    try:
+        again = eng.submit(CHAT + [60, 61], GREEDY).collect()
+        stats = eng.stats()["prefix_cache"]
+    finally:
+        eng.shutdown()
+    off, _ = run(loaded, enabled=False)
+    assert stats["promoted_blocks"] > 0 and stats["disk_hits"] > 0
+    assert again.usage.cached_tokens == len(CHAT) - 1  # the checkpoint one token before the end of CHAT
+    off_eng = engine(loaded, enabled=False)
+    try:
+        assert again.token_ids == off_eng.submit(CHAT + [60, 61], GREEDY).collect().token_ids
+    finally:
+        off_eng.shutdown()
+    assert [d.token_ids for d in first] == [d.token_ids for d in off]
+
+
+def test_turn_ends_in_the_prompt_get_checkpoints_a_branch_can_start_from():
+    """A conversation that branches after its second message starts from the checkpoint
+    taken after that message's end-of-turn token, not from scratch."""
+    loaded = loaded_model("qwen3_next")
+    eng = engine(loaded)
+    try:
+        eng.submit(CHAT, GREEDY).collect()
+        branch = SYSTEM + [END, 5, 6, 7, 8, 9, 10, 11, END, 70, 71, 72]
+        hit = eng.submit(branch, GREEDY).collect()
+    finally:
+        eng.shutdown()
+    assert hit.usage.cached_tokens == len(SYSTEM) + 9  # after the second END
+
+
+def test_a_tiny_budget_evicts_checkpoints_and_stays_exact():
+    loaded = loaded_model("gemma3_text")
+    on, stats = run(loaded, max_bytes=60_000)
+    off, _ = run(loaded, enabled=False)
+    assert [d.token_ids for d in on] == [d.token_ids for d in off]
+    assert stats["evictions"] > 0 and stats["bytes"] <= stats["max_bytes"]
+
+
+def test_reuse_glue_never_trims_a_layer():
+    """Below the engine: a prompt that diverges inside a checkpoint's tokens does not get it."""
+    loaded = loaded_model("gemma3_text")
     reuse = PrefixReuse(loaded, PrefixConfig(block_size=4))
-    assert not reuse.enabled and reuse.cache is None
     cache = make_prompt_cache(loaded.model)
     loaded.model(mx.array([SYSTEM]), cache=cache)
-    reuse.remember_tokens(SYSTEM, cache)  # a no-op, not a slice of a rotated window
-    req = Request("r", SYSTEM + [5], GREEDY, None, 8)
-    reuse.attach(req)
-    assert req.cache is None and req.num_prefilled == 0 and req.cached_tokens == 0
-    assert reuse.stats() == {"enabled": False, "mode": "none", "reason": reuse.reason}
+    reuse.checkpoint(SYSTEM, cache)
+    for prompt, want in ((SYSTEM + [5], 21), (SYSTEM[:-1] + [50, 5], 0), (SYSTEM[:18] + [5], 0)):
+        req = Request("r", prompt, GREEDY, None, 8)
+        reuse.attach(req)
+        assert req.num_prefilled == want == req.cached_tokens
+        reuse.forget(req)
 
 
 def test_a_plain_kv_model_reports_block_mode():
-    _, stats = run(tiny_loaded(), [SYSTEM, SYSTEM])
+    eng = engine(tiny_loaded())
+    try:
+        for _ in range(2):
+            eng.submit(SYSTEM, GREEDY).collect()
+        stats = eng.stats()["prefix_cache"]
+    finally:
+        eng.shutdown()
     assert stats["enabled"] is True and stats["mode"] == "blocks" and stats["reason"] is None
-    assert stats["hit_tokens"] == 20
+    assert stats["hit_tokens"] == 20 and stats["checkpoints"] == 0

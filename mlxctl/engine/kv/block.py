@@ -3,6 +3,10 @@
 A block holds the KV of ``block_size`` consecutive prompt tokens. Its hash covers its parent's
 hash, the model fingerprint and its own tokens, so equal hashes mean equal prefixes of the same
 model: a lookup walks the chain from the root and stops at the first block not cached.
+A checkpoint is a leaf hanging off the block its position falls in: the whole state of a model
+whose caches cannot be cut (see ``PrefixCache.insert_checkpoint``) after ``tokens``, which are
+the up to ``block_size - 1`` tokens past its parent; its hash is chained like a block's, under
+the fingerprint tagged ``CHECKPOINT``, so no block and checkpoint ever share one.
 Payloads are opaque here (per-layer MLX arrays in the engine, plain objects in tests); only
 their size is read, through ``nbytes``.
 """
@@ -16,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 _INT64_MIN, _INT64_MAX = -(1 << 63), (1 << 63) - 1
+CHECKPOINT = "|checkpoint"  # appended to the fingerprint a checkpoint's hash is chained under
 
 
 def chain_hash(parent: bytes | None, tokens: Sequence[int], fingerprint: str) -> bytes:
@@ -59,6 +64,7 @@ class Block:
     tokens: tuple[int, ...]
     payload: Any
     ref_count: int = 0  # lookups holding it and not yet released
+    checkpoint: bool = False  # a whole-state checkpoint after ``tokens`` (a leaf), not a block of KV
     nbytes: int = field(init=False)
 
     def __post_init__(self) -> None:
@@ -71,7 +77,13 @@ class PrefixHit:
     on each until it passes them to ``PrefixCache.release``."""
 
     blocks: tuple[Block, ...]
-    num_tokens: int  # len(blocks) * block_size
+    num_tokens: int  # len(blocks) * block_size, plus the checkpoint's tokens
+    checkpoint: Block | None = None  # the state after num_tokens (models restored from checkpoints)
+
+    @property
+    def held(self) -> tuple[Block, ...]:
+        """Every block the caller holds a reference on, in release order."""
+        return self.blocks + ((self.checkpoint,) if self.checkpoint is not None else ())
 
     def __bool__(self) -> bool:
         return self.num_tokens > 0

@@ -41,6 +41,7 @@ CREATE TABLE IF NOT EXISTS blocks (
     last_used REAL NOT NULL
 );
 CREATE INDEX IF NOT EXISTS blocks_lru ON blocks (last_used);
+CREATE INDEX IF NOT EXISTS blocks_parent ON blocks (parent);
 """
 
 
@@ -142,6 +143,13 @@ class DiskTier:
         self._db.execute("UPDATE blocks SET last_used=? WHERE hash=?", (time.time(), block_hash))
         self._counts["disk_hits"] += 1
         return DiskBlock(parent, want, arrays)
+
+    def children(self, parent: bytes | None) -> list[tuple[bytes, tuple[int, ...]]]:
+        """(hash, tokens) of every block of this fingerprint under ``parent`` (the checkpoints
+        hanging off a block are found this way; ``get`` then verifies the one taken)."""
+        rows = self._db.execute("SELECT hash, tokens FROM blocks WHERE parent IS ? AND fingerprint=?",
+                                (parent, self.fingerprint)).fetchall()
+        return [(bytes(h), _unpack_tokens(blob)) for h, blob in rows]
 
     def put(self, block_hash: bytes, parent: bytes | None, tokens: Sequence[int], arrays: dict[str, mx.array]) -> bool:
         """Write a block (atomically) unless it is there already; False when it does not fit."""

@@ -1,5 +1,6 @@
 """The block pool under the prefix cache: cached blocks by hash, the LRU free list of
-unreferenced blocks, child counts (to find leaves) and the byte total.
+unreferenced blocks, child counts (to find leaves), the checkpoints hanging off each block
+(see ``PrefixCache.insert_checkpoint``) and the byte total.
 
 It keeps its own books straight and nothing else: hashing, budgets and policy live in
 ``PrefixCache``.
@@ -19,6 +20,8 @@ class BlockPool:
         self._blocks: dict[bytes, Block] = {}
         self._free: OrderedDict[bytes, Block] = OrderedDict()  # ref_count 0; LRU first
         self._children: Counter[bytes] = Counter()  # cached children per block hash
+        self._checkpoints: dict[bytes | None, dict[bytes, Block]] = {}  # by parent hash
+        self.checkpoint_bytes = 0
         self._next_id = 0
         self.bytes = 0  # sum of nbytes over cached blocks
 
@@ -44,13 +47,24 @@ class BlockPool:
     def num_free(self) -> int:
         return len(self._free)
 
-    def add(self, h: bytes, parent: bytes | None, tokens: tuple[int, ...], payload: Any) -> Block:
-        """A new unreferenced block, at the most recent end of the free list."""
-        block = Block(self._next_id, h, parent, tokens, payload)
+    @property
+    def num_checkpoints(self) -> int:
+        return sum(len(c) for c in self._checkpoints.values())
+
+    def checkpoints_of(self, parent: bytes | None) -> tuple[Block, ...]:
+        return tuple(self._checkpoints.get(parent, {}).values())
+
+    def add(self, h: bytes, parent: bytes | None, tokens: tuple[int, ...], payload: Any,
+            checkpoint: bool = False) -> Block:
+        """A new unreferenced block (or checkpoint), at the most recent end of the free list."""
+        block = Block(self._next_id, h, parent, tokens, payload, checkpoint=checkpoint)
         self._next_id += 1
         self._blocks[h] = self._free[h] = block
         if parent is not None:
             self._children[parent] += 1
+        if checkpoint:
+            self._checkpoints.setdefault(parent, {})[h] = block
+            self.checkpoint_bytes += block.nbytes
         self.bytes += block.nbytes
         return block
 
@@ -60,6 +74,12 @@ class BlockPool:
         self._children.pop(block.hash, None)
         if block.parent is not None:
             self._children[block.parent] -= 1
+        if block.checkpoint:
+            siblings = self._checkpoints[block.parent]
+            del siblings[block.hash]
+            if not siblings:
+                del self._checkpoints[block.parent]
+            self.checkpoint_bytes -= block.nbytes
         self.bytes -= block.nbytes
 
     def acquire(self, block: Block) -> None:

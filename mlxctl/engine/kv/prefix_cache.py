@@ -13,6 +13,14 @@ A lower tier (the disk, see ``disk.py``) can sit under the memory: evicted block
 it, and a lookup that runs out of memory blocks asks it for the next block of the chain, which is
 then promoted back into memory.
 
+Checkpoints (models whose caches cannot be cut at a block boundary: sliding windows, recurrent
+layers) live in the same pool: a checkpoint is a leaf under the last full block before its
+position, holding the model's whole state after its tokens. ``insert_checkpoint`` caches the
+full blocks of a prefix (their payloads hold what can be cut, maybe nothing) and the checkpoint
+after it; ``lookup_checkpoint`` finds the deepest checkpoint whose tokens a prompt extends. Being
+leaves, checkpoints are evicted before the blocks they hang off, by the same LRU, within the
+same byte budget, and spill to the same lower tier.
+
 Not thread-safe: the engine thread owns it.
 """
 
@@ -22,7 +30,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, Protocol
 
-from mlxctl.engine.kv.block import Block, PrefixHit, chain_hash
+from mlxctl.engine.kv.block import CHECKPOINT, Block, PrefixHit, chain_hash
 from mlxctl.engine.kv.pool import BlockPool
 
 
@@ -32,6 +40,9 @@ class LowerTier(Protocol):
     def load(self, block_hash: bytes, parent: bytes | None, tokens: tuple[int, ...]) -> Any | None: ...
 
     def store(self, block: Block) -> None: ...
+
+    # optional: checkpoints kept below, as (hash, tokens) of every row under ``parent``
+    # def children(self, parent: bytes | None) -> list[tuple[bytes, tuple[int, ...]]]: ...
 
 
 def _check_int(name: str, value: object, minimum: int) -> None:
@@ -57,7 +68,8 @@ class PrefixCache:
         self._on_evict = on_evict  # e.g. the disk tier spilling a block before it goes
         self._lower = lower
         self._pool = BlockPool()
-        self._counts = Counter(queries=0, hits=0, hit_tokens=0, inserted_blocks=0, evictions=0, promoted_blocks=0)
+        self._counts = Counter(queries=0, hits=0, hit_tokens=0, inserted_blocks=0, evictions=0, promoted_blocks=0,
+                               inserted_checkpoints=0)
 
     @property
     def bytes(self) -> int:
@@ -86,6 +98,8 @@ class PrefixCache:
             "block_size": self.block_size,
             "referenced_blocks": blocks - free,
             "free_blocks": free,
+            "checkpoints": self._pool.num_checkpoints,
+            "checkpoint_bytes": self._pool.checkpoint_bytes,
             # only after resize() below what referenced blocks pin; cleared as they are released
             "over_budget": self.bytes > self.max_bytes,
         }
@@ -102,6 +116,77 @@ class PrefixCache:
             self._counts["hits"] += 1
             self._counts["hit_tokens"] += num_tokens
         return PrefixHit(blocks, num_tokens)
+
+    def lookup_checkpoint(self, tokens: Sequence[int], *, fingerprint: str | None = None) -> PrefixHit:
+        """The deepest checkpoint whose tokens ``tokens`` start with, and the full blocks before
+        it; the caller holds a reference on each (``hit.held``) until it releases them."""
+        blocks = list(self._walk(tokens, fingerprint))
+        fp, bs = self._fp(fingerprint) + CHECKPOINT, self.block_size
+        self._counts["queries"] += 1
+        for depth in range(len(blocks), -1, -1):
+            parent = blocks[depth - 1].hash if depth else None
+            found = self._checkpoint_under(parent, tuple(int(t) for t in tokens[depth * bs : (depth + 1) * bs]), fp)
+            if found is None:
+                continue
+            hit = PrefixHit(tuple(blocks[:depth]), depth * bs + len(found.tokens), checkpoint=found)
+            for block in hit.held:
+                self._pool.acquire(block)
+            self._counts["hits"] += 1
+            self._counts["hit_tokens"] += hit.num_tokens
+            return hit
+        return PrefixHit((), 0)
+
+    def insert_checkpoint(
+        self,
+        tokens: Sequence[int],
+        payload_for: Callable[[int, int], Any],
+        checkpoint_for: Callable[[int], Any],
+        *,
+        fingerprint: str | None = None,
+    ) -> Block | None:
+        """Cache the full blocks of ``tokens`` (``payload_for`` as in ``insert``) and a
+        checkpoint after the last token; ``checkpoint_for(start)`` makes its payload, covering
+        what the blocks do not: the state after ``tokens``, with anything cut from
+        ``tokens[start:]``. Returns the checkpoint, or None when the budget could not keep it."""
+        bs = self.block_size
+        full = len(tokens) // bs * bs
+        chain = self.insert(tokens[:full], payload_for, fingerprint=fingerprint) if full else []
+        if len(chain) < full // bs:
+            return None  # the budget could not keep the blocks it would hang off
+        parent = chain[-1].hash if chain else None
+        tail = tuple(int(t) for t in tokens[full:])
+        h = chain_hash(parent, tail, self._fp(fingerprint) + CHECKPOINT)
+        block = self._pool.get(h)
+        if block is None:
+            block = self._pool.add(h, parent, tail, checkpoint_for(full), checkpoint=True)
+            self._counts["inserted_checkpoints"] += 1
+        for b in [block, *reversed(chain)]:
+            self._pool.touch(b)
+        self._evict_to_budget()
+        return block if self._pool.holds(block) else None
+
+    def _checkpoint_under(self, parent: bytes | None, rest: tuple[int, ...], fp: str) -> Block | None:
+        """The longest checkpoint under ``parent`` whose tokens start ``rest`` (memory first,
+        then the lower tier, from which it is promoted)."""
+        def fits(tokens: tuple[int, ...]) -> bool:
+            return len(tokens) <= len(rest) and rest[: len(tokens)] == tokens
+
+        mine = [b for b in self._pool.checkpoints_of(parent) if fits(b.tokens) and b.hash == chain_hash(parent, b.tokens, fp)]
+        below = [(h, t) for h, t in self._lower_children(parent)
+                 if h not in self._pool and fits(t) and h == chain_hash(parent, t, fp)]
+        best = max(mine, key=lambda b: len(b.tokens), default=None)
+        for h, t in sorted(below, key=lambda ht: -len(ht[1])):
+            if best is not None and len(best.tokens) >= len(t):
+                break
+            payload = self._lower.load(h, parent, t)
+            if payload is not None:
+                self._counts["promoted_blocks"] += 1
+                return self._pool.add(h, parent, t, payload, checkpoint=True)
+        return best
+
+    def _lower_children(self, parent: bytes | None) -> list[tuple[bytes, tuple[int, ...]]]:
+        children = getattr(self._lower, "children", None)
+        return children(parent) if children is not None else []
 
     def release(self, blocks: Iterable[Block]) -> None:
         """Drop one reference on each block (a block listed twice loses two). Blocks reaching
