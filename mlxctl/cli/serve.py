@@ -265,9 +265,11 @@ def check_mcp_options(config: Path | None, audit_log: Path | None) -> str | None
 
 
 def _from_flag(ctx: typer.Context, name: str) -> bool:
-    import click
-
-    return ctx.get_parameter_source(name) is click.core.ParameterSource.COMMANDLINE
+    """Whether the option was given on the command line (not a default or its variable).
+    Compared by name: Typer runs on a click of its own, whose ParameterSource is not the
+    installed click's (an identity check against that one is always false)."""
+    source = ctx.get_parameter_source(name)
+    return source is not None and source.name == "COMMANDLINE"
 
 
 def default_name(model: str | None) -> str:

@@ -27,7 +27,7 @@ def submit(request: web.Request, tokens: list[int], params: SamplingParams, cach
     engine, settings = engine_of(request), request.app[SETTINGS]
     if engine.model is None:
         raise ApiError(503, "the model is still loading", headers={"Retry-After": "5"})
-    if len(engine.scheduler.waiting) >= settings.max_waiting:
+    if engine.queued >= settings.max_waiting:  # the inbox too: a burst arrives while a step runs
         raise ApiError(503, "the server is busy: too many queued requests", headers={"Retry-After": "1"})
     try:
         return engine.submit(tokens, params, loop=asyncio.get_running_loop(), cache_salt=cache_salt, images=images)
