@@ -279,6 +279,7 @@ def cache_text(status: dict) -> Text:
     lines = [
         (f"blocks     {prefix.get('blocks', 0):,} ({prefix.get('referenced_blocks', 0):,} in use, "
          f"{prefix.get('block_size', '?')} tok each)"),
+        *_checkpoint_lines(prefix),
         f"hit rate   {fmt.percent(hits, queries)} ({hits:,}/{queries:,} lookups)",
         f"hit tokens {prefix.get('hit_tokens', 0):,}",
         f"memory     {fmt.size(prefix.get('bytes', 0))} of {fmt.size(prefix.get('max_bytes'))}",
@@ -288,6 +289,14 @@ def cache_text(status: dict) -> Text:
          + (f" (disk {prefix['disk_evictions']:,})" if "disk_evictions" in prefix else "")),
     ]
     return Text("\n".join(lines))
+
+
+def _checkpoint_lines(prefix: dict) -> list[str]:
+    """A model served from checkpoints (sliding-window / recurrent layers): how many, their size."""
+    if prefix.get("mode") != "checkpoints":
+        return []
+    return [f"checkpts   {prefix.get('checkpoints', 0):,} ({fmt.size(prefix.get('checkpoint_bytes', 0))}; "
+            f"layers {', '.join(prefix.get('cache_layers') or ())})"]
 
 
 def memory_text(status: dict) -> Text:

@@ -426,3 +426,13 @@ def test_cli_top_without_a_terminal_is_a_clear_error():
     assert result.returncode == 4
     assert result.stderr.startswith("mlxctl: error: 'top' needs a terminal")
     assert "Traceback" not in result.stderr
+
+
+def test_the_cache_panel_shows_checkpoints_for_models_served_from_them():
+    from mlxctl.tui.top import cache_text
+
+    prefix = {"enabled": True, "mode": "checkpoints", "checkpoints": 3, "checkpoint_bytes": 3 << 20,
+              "cache_layers": ["KVCache", "RotatingKVCache"], "blocks": 5, "queries": 4, "hits": 2}
+    text = cache_text({"engine": {"prefix_cache": prefix}}).plain
+    assert "checkpts   3 (" in text and "RotatingKVCache" in text
+    assert "checkpts" not in cache_text({"engine": {"prefix_cache": dict(prefix, mode="blocks")}}).plain
