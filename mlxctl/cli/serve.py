@@ -61,6 +61,7 @@ TtsModelOpt = Annotated[Optional[str], typer.Option("--tts-model", metavar="REF"
 SttModelOpt = Annotated[Optional[str], typer.Option("--stt-model", metavar="REF", show_default=False, help="Speech-to-text model for /v1/audio/transcriptions, loaded at start on its own thread (catalog name, store name, faster-whisper or mlx-audio Whisper folder; default: whisper-tiny-en, converted and loaded on the first request).")]
 
 MediaPathOpt = Annotated[Optional[Path], typer.Option("--allowed-local-media-path", metavar="DIR", show_default=False, help="Let chat requests name images in DIR with file:// URLs (refused without it; see docs/vision.md).")]
+RemoteMediaOpt = Annotated[bool, typer.Option("--allow-remote-media", help="Let chat requests name images and videos by http(s) URL, fetched by the server from public internet addresses only (refused without it; see docs/vision.md).")]
 
 
 def serve(
@@ -110,6 +111,7 @@ def serve(
     stt_model: SttModelOpt = None,
     tts_model: TtsModelOpt = None,
     allowed_local_media_path: MediaPathOpt = None,
+    allow_remote_media: RemoteMediaOpt = False,
     tensor_parallel: TensorParallelOpt = 1,
 ) -> None:
     """Serve a model over OpenAI- and Anthropic-compatible HTTP APIs.
@@ -130,6 +132,7 @@ def serve(
         tool_call_parser=tool_call_parser, reasoning_parser=reasoning_parser, mcp_config=mcp_config,
         mcp_max_rounds=mcp_max_rounds, mcp_audit_log=mcp_audit_log, embedding_model=embedding_model,
         stt_model=stt_model, tts_model=tts_model, allowed_local_media_path=allowed_local_media_path,
+        allow_remote_media=allow_remote_media,
     )
     prefix = _prefix_config(prefix_cache, prefix_block_size, prefix_cache_gb, prefix_cache_bits, cache_dir, cache_dir_gb)
     from mlxctl.cli.serve_models import load_models_config, pool_specs

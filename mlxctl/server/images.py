@@ -27,7 +27,8 @@ MAX_REQUEST_FRAMES = 64  # video frames in one request: the sum of the videos' m
 
 
 def media_policy(request: web.Request) -> MediaPolicy:
-    return MediaPolicy(local_root=request.app[SETTINGS].allowed_local_media_path)
+    settings = request.app[SETTINGS]
+    return MediaPolicy(local_root=settings.allowed_local_media_path, allow_http=settings.allow_remote_media)
 
 
 async def load_images(request: web.Request, engine: Any, refs: Sequence[ImageRef | VideoSource]) -> tuple:

@@ -33,3 +33,4 @@ class ServeSettings:
     stt_model: str | None = None  # --stt-model: /v1/audio/transcriptions' model (None: whisper-tiny-en, on first use)
     tts_model: str | None = None  # --tts-model: /v1/audio/speech's model (None: kokoro-82m, on first use)
     allowed_local_media_path: str | None = None  # file:// image URLs may name files in this folder (None: refused)
+    allow_remote_media: bool = False  # http(s) image/video URLs are fetched (public addresses only); False: refused

@@ -1,7 +1,7 @@
 """Bytes of an image or a video from where a request says it is: a ``data:`` URL, base64 text,
-a ``file://`` URL inside the server's media folder, or an ``http(s)://`` URL fetched with httpx
-under a byte limit and a time limit (the whole fetch, redirects included). Every failure is an
-ImageError naming the request field.
+a ``file://`` URL inside the server's media folder, or, when the server allows remote media, an
+``http(s)://`` URL fetched from a public internet address under a byte limit and a time limit
+(vision/remote_fetch.py). Every failure is an ImageError naming the request field.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 from mlxctl.vision.images import ImageError, ImageLimits, read_limited
+from mlxctl.vision.remote_fetch import fetch_remote
 from mlxctl.vision.video import MEDIA_PREFIXES, VideoLimits
 
 MEDIA_TYPES = ("image/png", "image/jpeg", "image/jpg", "image/webp", "image/gif", "image/bmp", "image/tiff")
@@ -25,9 +26,10 @@ class MediaPolicy:
     """What a server may read media from, and how much."""
 
     local_root: str | None = None  # file:// URLs are allowed inside this folder; None: refused
-    allow_http: bool = True
+    allow_http: bool = False  # http(s) URLs are fetched (serve --allow-remote-media); False: refused
     timeout_s: float = 10.0  # per remote image or video, redirects included
     max_redirects: int = 3
+    allowed_networks: tuple[str, ...] = ()  # for tests: CIDRs fetched from though not public (no flag sets it)
     limits: ImageLimits = ImageLimits()
     video_limits: VideoLimits = VideoLimits()
 
@@ -50,8 +52,10 @@ async def url_bytes(url: str, where: str, policy: MediaPolicy, kind: MediaKind) 
         return await asyncio.to_thread(_read_local, _local_path(url, where, policy, kind), where, kind)
     if scheme in ("http", "https"):
         if not policy.allow_http:
-            raise ImageError(where, f"http(s) {kind.noun} URLs are not allowed here")
-        return await _fetch(url, where, policy, kind)
+            raise ImageError(where, f"http(s) {kind.noun} URLs are not fetched by this server",
+                             hint=f"start it with --allow-remote-media to fetch them, or send the {kind.noun} "
+                                  f"as a data: URL")
+        return await fetch_remote(url, where, policy, kind)
     raise ImageError(where, f"unsupported {kind.noun} URL scheme {scheme or url[:16]!r}",
                      hint=f"use a data: URL (data:{_example_type(kind)};base64,...), an http(s) URL or a file:// URL")
 
@@ -102,30 +106,3 @@ def _local_path(url: str, where: str, policy: MediaPolicy, kind: MediaKind) -> P
 
 def _read_local(path: Path, where: str, kind: MediaKind) -> bytes:
     return read_limited(path, where, kind.max_bytes, kind.noun)
-
-
-async def _fetch(url: str, where: str, policy: MediaPolicy, kind: MediaKind) -> bytes:
-    import httpx
-
-    limit, noun = kind.max_bytes, kind.noun
-    try:
-        async with asyncio.timeout(policy.timeout_s):
-            async with httpx.AsyncClient(follow_redirects=True, max_redirects=policy.max_redirects,
-                                         timeout=policy.timeout_s) as client:
-                async with client.stream("GET", url, headers={"Accept": f"{noun}/*"}) as resp:
-                    if resp.status_code != 200:
-                        raise ImageError(where, f"fetching the {noun} returned HTTP {resp.status_code}")
-                    declared = resp.headers.get("content-length")
-                    if declared and declared.isdigit() and int(declared) > limit:
-                        raise ImageError(where, f"the {noun} is {declared} bytes, more than the {limit} allowed")
-                    chunks, size = [], 0
-                    async for chunk in resp.aiter_bytes():
-                        size += len(chunk)
-                        if size > limit:
-                            raise ImageError(where, f"the {noun} is more than the {limit} bytes allowed")
-                        chunks.append(chunk)
-                    return b"".join(chunks)
-    except TimeoutError:
-        raise ImageError(where, f"fetching the {noun} took longer than {policy.timeout_s:g} s") from None
-    except httpx.HTTPError as exc:
-        raise ImageError(where, f"could not fetch the {noun}: {type(exc).__name__}: {exc}") from None

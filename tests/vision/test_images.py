@@ -87,8 +87,10 @@ def test_unsupported_schemes():
     for url in ("ftp://example.com/cat.png", "cat.png", "s3://bucket/cat.png"):
         with pytest.raises(ImageError, match="unsupported image URL scheme"):
             load(ImageRef("u", url=url))
-    with pytest.raises(ImageError, match="not allowed here"):
-        load(ImageRef("u", url="https://example.com/cat.png"), MediaPolicy(allow_http=False))
+    for policy in (MediaPolicy(), MediaPolicy(allow_http=False)):  # remote media is off unless asked for
+        with pytest.raises(ImageError, match="not fetched by this server") as err:
+            load(ImageRef("u", url="https://example.com/cat.png"), policy)
+        assert "--allow-remote-media" in err.value.hint
 
 
 def test_file_urls_only_inside_the_allowed_folder(tmp_path):
