@@ -189,7 +189,8 @@ class PrefixReuse:
         ``salt`` keys what the tokens do not show (media, tenant; see ``kv/media.py``)."""
         if self.enabled and not self.checkpoints and len(tokens) >= self.cache.block_size:
             fp = self.cache.fingerprint + ("|" + salt if salt else "")
-            self.cache.insert(tokens, lambda start, end: self._payload(cache, start, end), fingerprint=fp)
+            memo = {"limit": len(tokens) // self.cache.block_size * self.cache.block_size}
+            self.cache.insert(tokens, lambda start, end: self._payload(cache, start, end, memo), fingerprint=fp)
 
     def checkpoint(self, tokens: list[int], cache: list[Any], salt: str = "") -> None:
         """Keep the state ``cache`` holds after ``tokens`` (a model served from checkpoints):
@@ -251,12 +252,20 @@ class PrefixReuse:
             _fill_kv([cache[i] for i in self.layout.cut], payloads)
         return cache
 
-    def _payload(self, cache: list[Any], start: int, end: int) -> KVBlockPayload:
+    def _payload(self, cache: list[Any], start: int, end: int, memo: dict | None = None) -> KVBlockPayload:
+        """The block of positions ``start:end``. ``memo`` (one per remembered prompt, holding
+        ``limit``: how far its blocks go) lets the blocks of a plain model share one stacking of
+        all layers over the whole prompt, each block then one slice per side: a 16k-token prompt
+        had cost 256 blocks x 2 x (16 slices + a stack) operations on the way to its first token."""
         if not cache:  # no layer a block can hold: the block only chains the checkpoints
             return KVBlockPayload([], self.bits, self.group_size, self.dtype)
         if not self.bits and _uniform(cache):
-            stacked = (mx.stack([c.keys[..., start:end, :] for c in cache]),
-                       mx.stack([c.values[..., start:end, :] for c in cache]))
+            whole = _stacked_upto(cache, memo) if memo is not None else None
+            if whole is not None:
+                stacked = (mx.contiguous(whole[0][..., start:end, :]), mx.contiguous(whole[1][..., start:end, :]))
+            else:
+                stacked = (mx.stack([c.keys[..., start:end, :] for c in cache]),
+                           mx.stack([c.values[..., start:end, :] for c in cache]))
             payload = KVBlockPayload(None, dtype=self.dtype, stacked=stacked)
             mx.async_eval(list(stacked))  # copied on the device in order; no wait per block
             return payload
@@ -267,6 +276,14 @@ class PrefixReuse:
         payload = KVBlockPayload(layers, self.bits, self.group_size, self.dtype)
         mx.async_eval(list(payload._arrays()))  # copied on the device in order; no wait per block
         return payload
+
+
+def _stacked_upto(cache: list[Any], memo: dict) -> tuple[mx.array, mx.array]:
+    """Every layer's keys and values over ``memo['limit']`` positions, stacked once per memo."""
+    if "whole" not in memo:
+        n = memo["limit"]
+        memo["whole"] = (mx.stack([c.keys[..., :n, :] for c in cache]), mx.stack([c.values[..., :n, :] for c in cache]))
+    return memo["whole"]
 
 
 def _fill_kv(layers: list[Any], payloads: list[KVBlockPayload]) -> None:
