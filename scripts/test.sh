@@ -9,7 +9,9 @@ PY=${PYTHON:-python3}
 if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   apt-get update -qq >/dev/null && apt-get install -y -qq libopenblas0-pthread espeak-ng >/dev/null
 fi
-"$PY" -m pip install -q -e ".[test]"
+# constraints.txt pins every package to the version the suite was run with, so a new machine
+# installs what was tested (not whatever a range resolves to that day)
+"$PY" -m pip install -q -c constraints.txt -e ".[test]"
 for lib in /usr/lib/x86_64-linux-gnu/libopenblas.so.0 /usr/lib/aarch64-linux-gnu/libopenblas.so.0; do
   if [ "$(uname)" = Linux ] && [ -e "$lib" ]; then export LD_PRELOAD="$lib${LD_PRELOAD:+:$LD_PRELOAD}"; break; fi
 done
