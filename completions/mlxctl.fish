@@ -19,7 +19,7 @@ complete -c mlxctl -n '__fish_seen_subcommand_from run' -l image -r -F -d 'An im
 complete -c mlxctl -n '__fish_seen_subcommand_from run' -l video -r -F -d 'A video for a vision model (repeatable; any format FFmpeg reads): its sampled frames go before the prompt, each labelled with its time (docs/vision.md)'
 complete -c mlxctl -n '__fish_seen_subcommand_from run' -l fps -r -F -d 'With --video: frames sampled per second of video (default 1, at most 30)'
 complete -c mlxctl -n '__fish_seen_subcommand_from run' -l max-frames -r -F -d 'With --video: most frames per video, spread over the whole clip when fps would give more (default 8, at most 32)'
-complete -c mlxctl -n '__fish_seen_subcommand_from run' -l max-tokens -s n -r -F -d 'Most tokens to generate (the context may end it sooner)'
+complete -c mlxctl -n '__fish_seen_subcommand_from run' -l max-tokens -s n -r -F -d 'Most tokens to generate; a value given here that is more than the context leaves after the prompt is refused (the default is capped to it)'
 complete -c mlxctl -n '__fish_seen_subcommand_from run' -l temperature -s t -r -F -d '0 is greedy (deterministic)'
 complete -c mlxctl -n '__fish_seen_subcommand_from run' -l top-p -r -F
 complete -c mlxctl -n '__fish_seen_subcommand_from run' -l top-k -r -F -d '0 turns it off'

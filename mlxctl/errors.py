@@ -47,6 +47,19 @@ class BadInputError(MlxctlError):
     http_status = 400
 
 
+class ContextOverflowError(BadInputError):
+    """A prompt, or a prompt plus the new tokens a request asks for, that does not fit the
+    model's context. The numbers travel with it so that each protocol can word the refusal the
+    way its clients recognise (``max_tokens`` is None when the prompt alone leaves no room)."""
+
+    code = "context_length_exceeded"  # OpenAI's error code for it, which clients branch on
+
+    def __init__(self, message: str, *, prompt_tokens: int, context_length: int, max_tokens: int | None = None,
+                 param: str | None = None):
+        super().__init__(message, param=param)
+        self.prompt_tokens, self.context_length, self.max_tokens = prompt_tokens, context_length, max_tokens
+
+
 class ModelNotFoundError(MlxctlError):
     """A model reference that resolves to nothing."""
 

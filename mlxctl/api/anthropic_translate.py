@@ -164,7 +164,7 @@ def prompt_tokens(tokenizer: Any, req: CountTokensRequest, formats: ModelFormats
 
 def sampling_params(req: MessagesRequest) -> SamplingParams:
     return SamplingParams(
-        max_tokens=req.max_tokens,
+        max_tokens=req.max_tokens, max_tokens_field="max_tokens",
         temperature=1.0 if req.temperature is None else req.temperature,
         top_p=1.0 if req.top_p is None else req.top_p,
         top_k=req.top_k or 0,

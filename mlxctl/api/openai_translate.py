@@ -200,16 +200,21 @@ def _prompt(prompt: str | list[int], tokenizer: Any, vocab_size: int, echo: bool
 
 def chat_params(body: ChatCompletionRequest) -> SamplingParams:
     max_tokens = body.max_completion_tokens or body.max_tokens  # None: until the context is full
-    return _params(body, max_tokens, body.logprobs, body.top_logprobs or 0)
+    field = "max_completion_tokens" if body.max_completion_tokens else "max_tokens"
+    return _params(body, max_tokens, body.logprobs, body.top_logprobs or 0, field=field)
 
 
 def completion_params(body: CompletionRequest) -> SamplingParams:
-    return _params(body, body.max_tokens, body.logprobs is not None, body.logprobs or 0)
+    given = "max_tokens" in body.model_fields_set  # OpenAI's default of 16 is capped to the context
+    return _params(body, body.max_tokens, body.logprobs is not None, body.logprobs or 0,
+                   field="max_tokens" if given else None)
 
 
-def _params(body: SamplingFields, max_tokens: int | None, logprobs: bool, top: int) -> SamplingParams:
+def _params(body: SamplingFields, max_tokens: int | None, logprobs: bool, top: int, *,
+            field: str | None) -> SamplingParams:
+    """``field``: the request field max_tokens was given as (None: a default, capped to the context)."""
     params = SamplingParams(
-        max_tokens=max_tokens, logprobs=logprobs, top_logprobs=top, **_sampling(body),
+        max_tokens=max_tokens, max_tokens_field=field, logprobs=logprobs, top_logprobs=top, **_sampling(body),
         logit_bias={int(k): v for k, v in (body.logit_bias or {}).items()},
         stop=body.stop or (), stop_token_ids=tuple(body.stop_token_ids or ()), ignore_eos=body.ignore_eos,
         skip_special_tokens=body.skip_special_tokens,

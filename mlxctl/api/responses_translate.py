@@ -142,7 +142,7 @@ def prompt_tokens(tokenizer: Any, req: ResponsesRequest, messages: list[dict[str
 
 def sampling_params(req: ResponsesRequest) -> SamplingParams:
     return SamplingParams(
-        max_tokens=req.max_output_tokens,
+        max_tokens=req.max_output_tokens, max_tokens_field="max_output_tokens",
         temperature=1.0 if req.temperature is None else req.temperature,
         top_p=1.0 if req.top_p is None else req.top_p,
     )

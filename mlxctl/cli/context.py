@@ -44,3 +44,11 @@ def output_for(ctx: typer.Context, *, json: bool = False, quiet: bool = False) -
     return Output.from_flags(
         json=json, quiet=quiet, stdout=state.stdout, stderr=state.stderr, stdin=state.stdin
     )
+
+
+def given_on_command_line(ctx: typer.Context, name: str) -> bool:
+    """Whether option ``name`` was given on the command line (not left at its default).
+    Compared by name: Typer runs on a click of its own, whose ParameterSource is not the
+    installed click's."""
+    source = ctx.get_parameter_source(name)
+    return source is not None and source.name == "COMMANDLINE"

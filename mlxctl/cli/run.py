@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from mlxctl.cli.blas import ensure_fast_blas
-from mlxctl.cli.context import output_for
+from mlxctl.cli.context import given_on_command_line, output_for
 from mlxctl.cli.options import LoadFormatOpt, MoeTopKOpt, TensorParallelOpt
 from mlxctl.cli.output import Output
 from mlxctl.errors import BadInputError
@@ -26,7 +26,7 @@ def run(
     video: Annotated[Optional[list[Path]], typer.Option("--video", metavar="PATH", show_default=False, help="A video for a vision model (repeatable; any format FFmpeg reads): its sampled frames go before the prompt, each labelled with its time (docs/vision.md).")] = None,
     fps: Annotated[Optional[float], typer.Option("--fps", metavar="F", show_default=False, help="With --video: frames sampled per second of video (default 1, at most 30).")] = None,
     max_frames: Annotated[Optional[int], typer.Option("--max-frames", metavar="N", show_default=False, help="With --video: most frames per video, spread over the whole clip when fps would give more (default 8, at most 32).")] = None,
-    max_tokens: Annotated[int, typer.Option("--max-tokens", "-n", metavar="N", min=1, help="Most tokens to generate (the context may end it sooner).")] = 512,
+    max_tokens: Annotated[int, typer.Option("--max-tokens", "-n", metavar="N", min=1, help="Most tokens to generate; a value given here that is more than the context leaves after the prompt is refused (the default is capped to it).")] = 512,
     temperature: Annotated[float, typer.Option("--temperature", "-t", metavar="T", min=0.0, max=2.0, help="0 is greedy (deterministic).")] = 0.0,
     top_p: Annotated[float, typer.Option("--top-p", metavar="P", min=0.0, max=1.0)] = 1.0,
     top_k: Annotated[int, typer.Option("--top-k", metavar="K", min=0, help="0 turns it off.")] = 0,
@@ -65,8 +65,9 @@ def run(
     images = read_images(image)  # before the model loads: a bad file fails at once
     videos = read_videos(video, fps, max_frames)
     spec = PromptSpec(read_prompt(prompt, out), system, raw, images)
+    field = "--max-tokens/-n" if given_on_command_line(ctx, "max_tokens") else None  # the default is capped
     params = SamplingParams(
-        max_tokens=max_tokens, temperature=temperature, top_p=top_p, top_k=top_k, min_p=min_p,
+        max_tokens=max_tokens, max_tokens_field=field, temperature=temperature, top_p=top_p, top_k=top_k, min_p=min_p,
         repetition_penalty=repetition_penalty, presence_penalty=presence_penalty,
         frequency_penalty=frequency_penalty, seed=seed, stop=tuple(stop or ()), ignore_eos=ignore_eos,
         logprobs=logprobs > 0, top_logprobs=logprobs, stop_token_ids=tuple(stop_token_id or ()),

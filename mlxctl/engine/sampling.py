@@ -53,6 +53,9 @@ class SamplingParams:
     """How to pick each next token of one request (OpenAI / vLLM field semantics)."""
 
     max_tokens: int | None = 256  # None: until the context is full
+    # The request field (or CLI flag) max_tokens was given as: a value that does not fit what the
+    # prompt leaves of the context is refused, naming it. None: a default, capped to that room.
+    max_tokens_field: str | None = None
     temperature: float = 1.0  # 0: greedy
     top_p: float = 1.0
     top_k: int = 0  # 0: off

@@ -10,7 +10,7 @@ import json
 
 from aiohttp import web
 
-from mlxctl.errors import MlxctlError
+from mlxctl.errors import ContextOverflowError, MlxctlError
 
 _ANTHROPIC_TYPES = {
     400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
@@ -28,15 +28,28 @@ class ApiError(Exception):
     """An error to send to the client with an HTTP status; ``param`` names the bad field."""
 
     def __init__(self, status: int, message: str, *, param: str | None = None, code: str | None = None,
-                 headers: dict[str, str] | None = None):
+                 headers: dict[str, str] | None = None, anthropic_message: str | None = None):
         super().__init__(message)
         self.status, self.message, self.param, self.code = status, message, param, code
         self.headers = headers or {}
+        self.anthropic_message = anthropic_message  # Anthropic's own wording, where its clients match on it
 
     @classmethod
     def from_mlxctl(cls, err: MlxctlError) -> "ApiError":
         message = f"{err.message} ({err.hint})" if err.hint else err.message
-        return cls(err.http_status, message, param=getattr(err, "param", None))
+        return cls(err.http_status, message, param=getattr(err, "param", None), code=getattr(err, "code", None),
+                   anthropic_message=_anthropic_wording(err, message))
+
+
+def _anthropic_wording(err: MlxctlError, message: str) -> str | None:
+    """A context overflow as Anthropic's API words it (agent clients match on the wording and read
+    the numbers back to shorten the prompt or lower max_tokens), with our explanation after it."""
+    if not isinstance(err, ContextOverflowError):
+        return None
+    if err.max_tokens is None:
+        return f"prompt is too long: {err.prompt_tokens} tokens > {err.context_length - 1} maximum ({message})"
+    return (f"input length and `max_tokens` exceed context limit: {err.prompt_tokens} + {err.max_tokens} > "
+            f"{err.context_length}, decrease input length or `max_tokens` and try again ({message})")
 
 
 def is_anthropic(request: web.Request) -> bool:
@@ -46,7 +59,7 @@ def is_anthropic(request: web.Request) -> bool:
 def error_body(request: web.Request, err: ApiError) -> dict:
     if is_anthropic(request):
         kind = _ANTHROPIC_TYPES.get(err.status, "api_error")
-        return {"type": "error", "error": {"type": kind, "message": err.message}}
+        return {"type": "error", "error": {"type": kind, "message": err.anthropic_message or err.message}}
     kind = _OPENAI_TYPES.get(err.status, "server_error" if err.status >= 500 else "invalid_request_error")
     return {"error": {"message": err.message, "type": kind, "param": err.param, "code": err.code}}
 

@@ -8,8 +8,10 @@ round is one generation: when the model calls MCP tools the hub runs them (allow
 checks, timeouts and the audit log are the hub's), the assistant's calls and the ``tool`` results
 are appended to the conversation, and the model generates again. The loop ends when a round
 calls no MCP tool, when it calls one of the client's tools (those come back as ordinary
-``tool_calls``), or when a round would call MCP tools after ``mcp_max_rounds`` rounds of calls
-(those calls are not run; finish_reason "length" and ``mcp_note`` say so). A forced
+``tool_calls``), when a round would call MCP tools after ``mcp_max_rounds`` rounds of calls
+(those calls are not run; finish_reason "length" and ``mcp_note`` say so), or when the results
+grew the conversation past what the context holds with the request's max_tokens (the round
+before is the answer; finish_reason "length" and ``mcp_note`` say so). A forced
 ``tool_choice`` applies to the first round only; later rounds use ``auto``. The calls that ran
 are listed in the response's ``mcp_calls``. See docs/mcp.md.
 
@@ -28,7 +30,7 @@ from typing import Any
 
 from aiohttp import web
 
-from mlxctl.errors import BadInputError, MlxctlError
+from mlxctl.errors import BadInputError, ContextOverflowError, MlxctlError
 from mlxctl.mcp.hub import SEPARATOR
 
 log = logging.getLogger("mlxctl.server")
@@ -292,6 +294,20 @@ class ToolLoop:
             self.added.append({"role": "tool", "tool_call_id": call["id"], "content": result.text})
         return True
 
+    def outgrown(self, choice: dict | None, error: BaseException) -> bool:
+        """Whether ``error``, refusing the next round, ends the loop rather than the request: the
+        results of ``choice``'s calls (the round before) grew the prompt past what the context
+        holds with the request's max_tokens. ``choice`` is then the answer, its MCP calls taken
+        out, with finish_reason "length" and the note saying why (the calls ran: mcp_calls)."""
+        overflow = error if isinstance(error, ContextOverflowError) else error.__cause__
+        if self.rounds == 0 or choice is None or not isinstance(overflow, ContextOverflowError):
+            return False
+        called = ", ".join(c["function"]["name"] for c in choice["message"].get("tool_calls") or ())
+        self.note = (f"stopped: the prompt of round {self.rounds + 1} no longer fits: {overflow.message}; "
+                     f"the results of the model's last MCP calls ({called}) were not given to it")
+        _keep_calls(choice, [], "length")
+        return True
+
     def round_body(self, body: Any, tools: list[Any]) -> Any:
         """The chat request of the next round: the conversation so far, every tool, this round's
         tool_choice (``body`` is the client's ChatCompletionRequest)."""
@@ -354,12 +370,19 @@ async def chat_with_mcp(request: web.Request, body: Any, tokenizer: Any, images:
     rounds = _ServerRounds(request, tokenizer, model_formats(request), images, image_token)
     loop = ToolLoop({t["function"]["name"] for t in mcp_tools}, settings.mcp_max_rounds, servers=hub.config.servers,
                     client_names={t["function"]["name"] for t in openai_tools(client_tools)})
+    response: dict = {}
+    choice: dict | None = None
     try:
         async with asyncio.timeout(settings.request_timeout_s):
             while True:
                 if service.closed:  # shutting down: the hub is gone, so no round can call tools
                     raise ApiError(503, "the server is shutting down", headers={"Retry-After": "5"})
-                response = await rounds.run(loop.round_body(body, tools))
+                try:
+                    response = await rounds.run(loop.round_body(body, tools))
+                except ApiError as err:
+                    if loop.outgrown(choice, err):
+                        break
+                    raise
                 choice = response["choices"][0]
                 calls = loop.after(choice)
                 if not calls or not loop.ran(choice, calls, await _call_all(hub, calls)):
@@ -456,8 +479,14 @@ def run_with_mcp(out: Any, engine: Any, spec: Any, params: Any, *, config: Any, 
                                      messages=chat_messages(with_image_marks(engine, spec), spec.system),
                                      tool_choice=cli_tool_choice(tool_choice))
         rounds = _CliRounds(engine, params, spec.images)
+        choice: dict | None = None
         while True:
-            choice = rounds.run(loop.round_body(body, tools))
+            try:
+                choice = rounds.run(loop.round_body(body, tools))
+            except ContextOverflowError as err:
+                if loop.outgrown(choice, err):
+                    break
+                raise
             if verbose:
                 out.message(f"mcp: round {loop.rounds + 1}: {rounds.stats}")
             calls = loop.after(choice)

@@ -164,8 +164,8 @@ class EngineBackend:
         if self.engine is None:
             raise BackendError("no model is loaded")
         engine, loaded = self.engine, self.engine.model
-        params = SamplingParams(max_tokens=settings.max_tokens, temperature=settings.temperature,
-                                top_p=settings.top_p, seed=settings.seed)
+        params = SamplingParams(max_tokens=settings.max_tokens, max_tokens_field="max_tokens",  # as a server refuses it
+                                temperature=settings.temperature, top_p=settings.top_p, seed=settings.seed)
         try:
             plan = make_plan(self.formats, [], ToolChoice("none"), None)
             tokens, opened = render_plan(loaded.tokenizer, plan, self.formats, _template_messages(messages))

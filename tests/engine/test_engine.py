@@ -146,6 +146,17 @@ def test_max_tokens_is_capped_by_the_context(engine):
     got = engine.submit(list(range(1, 60)) * 8 + [1] * 20, SamplingParams(temperature=0.0, max_tokens=None)).collect()
     assert got.usage.prompt_tokens + got.usage.completion_tokens == 512
     assert got.finish_reason is FinishReason.LENGTH
+    default = engine.submit([1] * 500, SamplingParams(temperature=0.0, max_tokens=100)).collect()  # no field: a default
+    assert default.usage.completion_tokens == 12 and default.finish_reason is FinishReason.LENGTH
+
+
+def test_a_requested_max_tokens_over_the_context_is_refused(engine):
+    params = SamplingParams(temperature=0.0, max_tokens=13, max_tokens_field="max_tokens")
+    with pytest.raises(BadInputError, match="max_tokens is 13 but the prompt has 500 tokens and the model's "
+                                            "context is 512: at most 12 new tokens fit"):
+        engine.submit([1] * 500, params)
+    fits = engine.submit([1] * 500, SamplingParams(temperature=0.0, max_tokens=12, max_tokens_field="max_tokens"))
+    assert fits.collect().usage.completion_tokens == 12
 
 
 class Exploding:

@@ -7,6 +7,7 @@ SmolLM2 does not call tools on its own, so the tests force the first round's cal
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -16,6 +17,8 @@ import openai
 import pytest
 
 from mlxctl.api.openai_models import ChatCompletionRequest
+from mlxctl.errors import BadInputError, ContextOverflowError
+from mlxctl.server.errors import ApiError
 from mlxctl.server.mcp_loop import ToolLoop, split_tools
 from tests.cli.helpers import REPO, clean_env
 from tests.mcp.helpers import calc_stdio
@@ -101,6 +104,26 @@ def test_denied_tool_is_an_error_result_and_the_round_limit_stops_the_loop(serve
     assert resp.choices[0].finish_reason == "length"
     assert "limit of 1 round" in resp.model_extra["mcp_note"] and "calc__getenv" in resp.model_extra["mcp_note"]
     assert not resp.choices[0].message.tool_calls
+
+
+def test_results_that_no_longer_fit_the_context_end_the_loop(mcp_server):
+    # The first round's refusal of a huge max_tokens gives its prompt length; with max_tokens
+    # exactly the room it leaves, round 1 runs (the regex ends its call), and round 2, whose
+    # prompt the call and its result made longer, no longer fits: the loop ends, not the request.
+    url, _ = mcp_server
+    call = '<tool_call>\n{"name": "calc__add", "arguments": {"a": 2, "b": 3}}\n</tool_call>'
+    ask = dict(model=MODEL, messages=QUESTION, extra_body={"mcp": True, "structured_outputs": {"regex": _regex_literal(call)}})
+    with pytest.raises(openai.BadRequestError) as info:  # the first round: an ordinary 400
+        client(url).chat.completions.create(max_tokens=10**9, **ask)
+    assert info.value.code == "context_length_exceeded" and info.value.param == "max_tokens"
+    prompt = int(re.search(r"the prompt has (\d+) tokens", info.value.message)[1])
+    resp = client(url).chat.completions.create(max_tokens=8192 - prompt, **ask)
+    (ran,) = resp.model_extra["mcp_calls"]
+    assert ran["name"] == "calc__add" and ran["result"] == "5"
+    assert resp.model_extra["mcp_rounds"] == 1 and resp.choices[0].finish_reason == "length"
+    note = resp.model_extra["mcp_note"]
+    assert f"round 2 no longer fits: max_tokens is {8192 - prompt} but the prompt has" in note
+    assert "(calc__add) were not given to it" in note and not resp.choices[0].message.tool_calls
 
 
 @pytest.mark.slow  # waits for the 120 s request timeout
@@ -210,6 +233,23 @@ def test_tool_loop_stops_on_a_cut_answer_and_plain_text():
     cut = _choice("calc__add", reason="length")
     assert loop.after(cut) == [] and "max_tokens" in loop.note
     assert ToolLoop({"calc__add"}).after(_choice(reason="stop")) == []
+
+
+def test_tool_loop_ends_when_a_later_round_outgrows_the_context():
+    overflow = ContextOverflowError("max_tokens is 90 but ...", prompt_tokens=8150, context_length=8192,
+                                    max_tokens=90, param="max_tokens")
+    loop = ToolLoop({"calc__add"})
+    assert not loop.outgrown(None, overflow)  # the first round: the request fails
+    first = _choice("calc__add")
+    assert loop.ran(first, loop.after(first), [_Result("2")])
+    assert not loop.outgrown(first, BadInputError("the prompt is empty"))  # other refusals stay errors
+    try:  # the server's driver sees the engine's refusal as the ApiError made from it
+        raise ApiError.from_mlxctl(overflow) from overflow
+    except ApiError as err:
+        assert loop.outgrown(first, err)
+    assert first["finish_reason"] == "length" and "tool_calls" not in first["message"]
+    assert loop.note == ("stopped: the prompt of round 2 no longer fits: max_tokens is 90 but ...; "
+                         "the results of the model's last MCP calls (calc__add) were not given to it")
 
 
 def test_split_tools():
