@@ -29,7 +29,12 @@ def require_chat(url: str) -> None:
         pytest.skip("/v1/chat/completions is not routed yet")
 
 
-def wait_until(predicate, timeout: float = 10.0, interval: float = 0.05):
+def wait_until(predicate, timeout: float = 60.0, interval: float = 0.05):
+    """Poll ``predicate`` until it is true (its value) or ``timeout`` passes (its last value).
+
+    For server state that no event announces; ``timeout`` is a deadlock backstop, never the thing
+    a test checks, so keep it generous: a loaded machine may take long to get there.
+    """
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if value := predicate():

@@ -38,18 +38,18 @@ def read_url(proc: subprocess.Popen) -> str:
 def test_serve_loads_and_drains_on_sigterm(served):
     proc, url = served
     assert wait_until(lambda: _health(url) == 200, timeout=120, interval=0.25)
-    if httpx.post(f"{url}/v1/chat/completions", json={}).status_code == 404:
+    if httpx.post(f"{url}/v1/chat/completions", json={}, timeout=60).status_code == 404:
         proc.send_signal(signal.SIGTERM)
-        assert proc.wait(30) == 0
+        assert proc.wait(120) == 0
         pytest.skip("/v1/chat/completions is not routed yet")
     with httpx.stream("POST", f"{url}/v1/chat/completions", json=long_stream_body(), timeout=60) as r:
         lines = r.iter_lines()
         next(line for line in lines if line.startswith("data: "))
         proc.send_signal(signal.SIGTERM)
-        assert wait_until(lambda: _health(url) == 503, timeout=5)
+        assert wait_until(lambda: _health(url) == 503)
         events = sse_data(lines)
     assert '"error"' in events[-1] and "shutting down" in events[-1]
-    assert proc.wait(30) == 0
+    assert proc.wait(120) == 0
     log = proc.stderr.read()
     assert '"path": "/v1/chat/completions"' in log
 

@@ -1,10 +1,12 @@
 """Concurrent and abandoned OpenAI streams against the real engine."""
 
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import openai
+
+from tests.server.infra import idle, wait_until
+from tests.server.test_infra_drain import aborted
 
 MODEL = "smollm2-135m"
 QUESTIONS = ["What is the capital of France?", "Name a primary color.", "What is 2 + 2?", "Say hello.",
@@ -31,11 +33,10 @@ def test_sixteen_concurrent_streams_match_solo(base_url):
 def test_disconnect_aborts_the_request(base_url, engine):
     body = {"model": MODEL, "messages": [{"role": "user", "content": "Tell a long story."}],
             "max_tokens": 2000, "stream": True, "n": 2}
-    with httpx.stream("POST", f"{base_url}/v1/chat/completions", json=body) as r:
+    with httpx.stream("POST", f"{base_url}/v1/chat/completions", json=body, timeout=60) as r:
         lines = r.iter_lines()
         while "content" not in next(lines):
             pass
-    deadline = time.monotonic() + 10
-    while engine.stats()["batch_size"] and time.monotonic() < deadline:
-        time.sleep(0.05)
+    assert wait_until(lambda: idle(base_url)), httpx.get(f"{base_url}/v1/status").json()
     assert engine.stats()["batch_size"] == 0
+    assert wait_until(lambda: aborted(base_url) == 2)  # both choices abandoned, not finished

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import threading
-import time
 
 import httpx
 import pytest
@@ -64,15 +63,14 @@ def _post(url: str, model: str) -> httpx.Response:
 
 
 def _others_complete(url: str, pool: ModelPool, phase: str) -> None:
-    """Requests to the resident models, several at once, all answered while "slow" is still loading."""
-    start = time.monotonic()
+    """Requests to the resident models, several at once, all answered while "slow" is still loading
+    (its gate is shut: were they waiting for it, they would wait until their timeout)."""
     with concurrent.futures.ThreadPoolExecutor(4) as ex:
         results = list(ex.map(lambda m: _post(url, m), ["fast", "smollm2-135m", "fast", "smollm2-135m"]))
     assert [r.status_code for r in results] == [200] * 4, [r.text for r in results]
-    models = {m["id"]: m["state"] for m in httpx.get(f"{url}/v1/models", timeout=10).json()["data"]}
+    models = {m["id"]: m["state"] for m in httpx.get(f"{url}/v1/models", timeout=WAIT).json()["data"]}
     assert models == {"smollm2-135m": "ready", "fast": "ready", "slow": "loading"}, phase
     assert pool.get("slow").state == "loading", phase
-    assert time.monotonic() - start < WAIT / 2
 
 
 def test_requests_to_resident_models_go_on_while_another_loads(daemon):
@@ -101,7 +99,7 @@ def test_a_model_loading_never_holds_the_admin_endpoints(daemon):
         assert gates.sizing.wait(WAIT)
         assert httpx.post(f"{url}/v1/models/fast/load", timeout=WAIT).json()["state"] == "ready"
         assert httpx.post(f"{url}/v1/models/fast/unload", timeout=WAIT).json()["state"] == "unloaded"
-        assert httpx.get(f"{url}/v1/status", timeout=10).status_code == 200
+        assert httpx.get(f"{url}/v1/status", timeout=WAIT).status_code == 200
         gates.sized.set()
         gates.loaded.set()
         assert load.result(WAIT).json()["state"] == "ready"

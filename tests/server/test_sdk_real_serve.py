@@ -1,10 +1,11 @@
 """The official SDKs against `python -m mlxctl serve` as a user starts it, then Ctrl-C.
 
 One process for the whole module: the default model (no ``-m``: the catalog's SmolLM2, found in
-the test cache through $MLXCTL_HOME), a free loopback port, default flags otherwise. The clients
-change nothing but the base URL. The last test sends SIGINT, as Ctrl-C does, and checks that
-the server stops promptly with status 0 (docs: "SIGTERM or Ctrl-C drains ... and exits 0")
-and prints no traceback.
+the test cache through $MLXCTL_HOME), a free loopback port, default flags otherwise but for a
+drain grace far longer than the test waits. The clients change nothing but the base URL. The
+last test sends SIGINT, as Ctrl-C does, and checks that the server stops with status 0 without
+waiting out the grace, as it has nothing to drain (docs: "SIGTERM or Ctrl-C drains ... and exits
+0"), and prints no traceback.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 
 import anthropic
 import httpx
@@ -25,7 +25,8 @@ from mlxctl.server.runner import free_port
 from tests.cli.helpers import REPO, clean_env
 from tests.server.infra import MODEL, wait_until
 
-STOP_WITHIN_S = 20  # idle server: nothing to drain, so well inside the 30 s default grace
+GRACE_S = 900  # a drain the idle server should not wait for: it has nothing to drain
+STOP_WITHIN_S = 120  # a backstop, far inside the grace: stopping is not timed
 
 
 class Served:
@@ -58,7 +59,8 @@ def _health(url: str) -> int:
 @pytest.fixture(scope="module")
 def served(smollm2, model_home):
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "mlxctl", "serve", "--port", str(port)], cwd=REPO,
+    proc = subprocess.Popen([sys.executable, "-m", "mlxctl", "serve", "--port", str(port),
+                             "--drain-grace", str(GRACE_S)], cwd=REPO,
                             env=clean_env({"MLXCTL_HOME": str(model_home), "MLXCTL_OFFLINE": "1"}),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     server = Served(proc, f"http://127.0.0.1:{port}")
@@ -118,16 +120,14 @@ def test_ctrl_c_stops_promptly_and_cleanly(served):
     """Last in the module: it ends the shared process."""
     proc = served.proc
     assert proc.poll() is None
-    started = time.monotonic()
     proc.send_signal(signal.SIGINT)
     try:
         status = proc.wait(STOP_WITHIN_S)
     except subprocess.TimeoutExpired:
-        pytest.fail(f"serve still running {STOP_WITHIN_S} s after Ctrl-C:\n{served.printed()}")
-    took = time.monotonic() - started
+        pytest.fail(f"serve still running {STOP_WITHIN_S} s after Ctrl-C (waiting out its {GRACE_S} s "
+                    f"grace with nothing to drain?):\n{served.printed()}")
     printed = served.printed()
     assert status == 0, printed
-    assert took < STOP_WITHIN_S
     assert not re.search(r"traceback|exception|error", printed, re.IGNORECASE), printed
     assert f"listening on {served.url}" in printed
     assert _health(served.url) == 0  # the port is closed
