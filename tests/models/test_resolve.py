@@ -2,7 +2,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -105,12 +104,12 @@ def test_hf_repo_from_cache(tiny_model_dir, tmp_path):
     assert load_model(resolved.path, "native", name=resolved.name).model is not None
 
 
-def test_hf_repo_offline_not_cached_fails_fast():
-    started = time.monotonic()
+def test_hf_repo_offline_not_cached_fails_without_trying_to_download():
     with pytest.raises(UnavailableError) as caught:
         resolve_model("someorg/absent-model")
-    assert time.monotonic() - started < 5
-    assert caught.value.message.startswith("cannot download someorg/absent-model")
+    # offline mode's own refusal, not a failed download attempt
+    assert caught.value.message == ("cannot download someorg/absent-model: offline mode is on and it is "
+                                    "not in the HF cache")
     assert "hf download someorg/absent-model" in caught.value.hint
 
 
