@@ -26,7 +26,8 @@ def main() -> int:
     import mlx.core as mx
     from mlx.utils import tree_flatten
 
-    from mlxctl.models.dummy import build_model, dummy_config, silence_unknown_tokens
+    from mlxctl.models.dummy import build_model, dummy_config, materialise, silence_unknown_tokens
+    from mlxctl.models.dummy_quantize import quantize_dummy
     from mlxctl.models.resolve import resolve_model
 
     _, config = dummy_config(args.preset)
@@ -34,6 +35,10 @@ def main() -> int:
     model.set_dtype(getattr(mx, args.dtype))
     tokenizer = resolve_model(None).path
     silence_unknown_tokens(model, len(json.loads((tokenizer / "tokenizer.json").read_text())["model"]["vocab"]))
+    quantization = quantize_dummy(model, config)  # a preset with a quantization key is saved quantised
+    if quantization is not None:
+        config["quantization"] = quantization
+    materialise(model)
     args.out.mkdir(parents=True, exist_ok=True)
     mx.save_safetensors(str(args.out / "model.safetensors"), dict(tree_flatten(model.parameters())))
     (args.out / "config.json").write_text(json.dumps(config, indent=2))

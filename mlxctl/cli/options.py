@@ -7,6 +7,8 @@ from typing import Annotated, Optional
 
 import typer
 
+from mlxctl.models.dummy import PRESETS as DUMMY_PRESETS
+
 MODEL_HELP = "Model reference: catalog name, folder, .gguf file or Hugging Face repo id."
 QUIET_HELP = "Print only the data: no messages or progress."
 
@@ -34,7 +36,7 @@ LoadFormatOpt = Annotated[
         "--load-format",
         metavar="FORMAT",
         help="auto: real weights; dummy: random weights for an architecture preset "
-        "(llama-3.2-1b, llama-3.1-8b, smollm2-135m, qwen3-moe-small, qwen3-moe-medium) or a config.json given as --model.",
+        f"({', '.join(DUMMY_PRESETS)}) or a config.json given as --model.",
     ),
 ]
 

@@ -3,11 +3,14 @@
 Everything but the output quality is real, which is all a speed measurement needs (vLLM calls
 this ``--load-format dummy``). The model is an architecture preset or a ``config.json``; the
 tokenizer is the default model's (SmolLM2, 49152 tokens), so any architecture runs on real text.
-Ids beyond the tokenizer's vocabulary decode to nothing.
+Ids beyond the tokenizer's vocabulary decode to nothing. A config's ``quantization`` key
+(``{"group_size": 64, "bits": 4}``, as in an mlx-lm quantised checkpoint) quantises the random
+weights (models/dummy_quantize.py), so a model too large for bf16 runs as it is deployed.
 """
 
 from __future__ import annotations
 
+import copy
 import importlib
 import json
 from pathlib import Path
@@ -41,8 +44,54 @@ QWEN3_MOE_MEDIUM = dict(  # Qwen3-30B-A3B's layer shape, half the layers and exp
     QWEN3_MOE_SMALL, hidden_size=2048, num_hidden_layers=24, intermediate_size=6144, moe_intermediate_size=768,
     num_attention_heads=32, num_key_value_heads=4, head_dim=128, num_experts=64, vocab_size=151936,
 )
+# The real shapes of published models, key for key from their config.json files (only the keys
+# the installed mlx-lm's ModelArgs reads, and max_position_embeddings for the context length).
+GPT_OSS_20B = {  # openai/gpt-oss-20b: 20.9B, bf16 (the published experts are MXFP4)
+    "model_type": "gpt_oss", "hidden_size": 2880, "num_hidden_layers": 24, "intermediate_size": 2880,
+    "num_attention_heads": 64, "num_key_value_heads": 8, "head_dim": 64, "num_local_experts": 32,
+    "num_experts_per_tok": 4, "sliding_window": 128, "layer_types": ["sliding_attention", "full_attention"] * 12,
+    "rms_norm_eps": 1e-5, "vocab_size": 201088, "rope_theta": 150000,
+    "rope_scaling": {"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0, "beta_slow": 1.0,
+                     "original_max_position_embeddings": 4096, "truncate": False},
+    "max_position_embeddings": 131072,
+}
+GEMMA3_12B = {  # google/gemma-3-12b-it's text tower: 11.8B, tied embeddings, 5 sliding layers to 1 global
+    "model_type": "gemma3_text", "hidden_size": 3840, "num_hidden_layers": 48, "intermediate_size": 15360,
+    "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 256, "query_pre_attn_scalar": 256,
+    "sliding_window": 1024, "sliding_window_pattern": 6, "rms_norm_eps": 1e-6, "vocab_size": 262208,
+    "rope_theta": 1000000.0, "rope_local_base_freq": 10000.0, "rope_scaling": {"rope_type": "linear", "factor": 8.0},
+    "tie_word_embeddings": True, "max_position_embeddings": 131072,
+}
+QWEN3_NEXT_80B_A3B = {  # Qwen/Qwen3-Next-80B-A3B-Instruct: 79.7B, 4-bit (bf16 would be 159 GB)
+    "model_type": "qwen3_next", "hidden_size": 2048, "num_hidden_layers": 48, "intermediate_size": 5120,
+    "num_attention_heads": 16, "num_key_value_heads": 2, "head_dim": 256, "full_attention_interval": 4,
+    "linear_num_key_heads": 16, "linear_num_value_heads": 32, "linear_key_head_dim": 128,
+    "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4, "num_experts": 512, "num_experts_per_tok": 10,
+    "moe_intermediate_size": 512, "shared_expert_intermediate_size": 512, "decoder_sparse_step": 1,
+    "mlp_only_layers": [], "norm_topk_prob": True, "rms_norm_eps": 1e-6, "vocab_size": 151936,
+    "rope_theta": 10000000.0, "partial_rotary_factor": 0.25, "rope_scaling": None, "attention_bias": False,
+    "tie_word_embeddings": False, "max_position_embeddings": 262144,
+    "quantization": {"group_size": 64, "bits": 4},
+}
+QWEN3_5_35B_A3B = {  # Qwen/Qwen3.5-35B-A3B's text tower: 34.7B, bf16 (69 GB; the vision tower is left out)
+    "model_type": "qwen3_5_moe", "tie_word_embeddings": False,
+    "text_config": {
+        "model_type": "qwen3_5_moe_text", "hidden_size": 2048, "num_hidden_layers": 40,
+        "num_attention_heads": 16, "num_key_value_heads": 2, "head_dim": 256, "full_attention_interval": 4,
+        "linear_num_key_heads": 16, "linear_num_value_heads": 32, "linear_key_head_dim": 128,
+        "linear_value_head_dim": 128, "linear_conv_kernel_dim": 4, "num_experts": 256, "num_experts_per_tok": 8,
+        "moe_intermediate_size": 512, "shared_expert_intermediate_size": 512, "norm_topk_prob": True,
+        "rms_norm_eps": 1e-6, "vocab_size": 248320, "attention_bias": False, "tie_word_embeddings": False,
+        "rope_parameters": {"rope_type": "default", "rope_theta": 10000000, "partial_rotary_factor": 0.25,
+                            "mrope_section": [11, 11, 10], "mrope_interleaved": True},
+        "max_position_embeddings": 262144,
+    },
+}
+QWEN3_5_35B_A3B_4BIT = dict(QWEN3_5_35B_A3B, quantization={"group_size": 64, "bits": 4})
 PRESETS = {"llama-3.2-1b": LLAMA_3_2_1B, "llama-3.1-8b": LLAMA_3_1_8B, "smollm2-135m": SMOLLM2_135M, "qwen3-moe-small": QWEN3_MOE_SMALL,
-           "qwen3-moe-medium": QWEN3_MOE_MEDIUM}
+           "qwen3-moe-medium": QWEN3_MOE_MEDIUM, "gpt-oss-20b": GPT_OSS_20B, "gemma3-12b": GEMMA3_12B,
+           "qwen3-next-80b-a3b": QWEN3_NEXT_80B_A3B, "qwen3.5-35b-a3b": QWEN3_5_35B_A3B,
+           "qwen3.5-35b-a3b-4bit": QWEN3_5_35B_A3B_4BIT}
 DEFAULT_PRESET = "llama-3.2-1b"
 
 
@@ -50,7 +99,7 @@ def dummy_config(ref: str | None) -> tuple[str, dict]:
     """(name, config) for a preset name, a config.json file or a folder holding one."""
     ref = ref or DEFAULT_PRESET
     if ref in PRESETS:
-        return ref, dict(PRESETS[ref])
+        return ref, copy.deepcopy(PRESETS[ref])  # ModelArgs may rewrite nested dicts (rope_parameters)
     path = Path(ref).expanduser()
     path = path / "config.json" if path.is_dir() else path
     if not path.is_file():
@@ -69,7 +118,27 @@ def build_model(config: dict, seed: int = 0) -> Any:
     except (ImportError, KeyError, TypeError) as exc:
         raise ModelFormatError(f"cannot build a {config.get('model_type')!r} model: {exc}") from None
     mx.random.seed(seed)
-    return arch.Model(args)
+    model = arch.Model(args)
+    tie_embeddings(model, config)
+    return model
+
+
+def tie_embeddings(model: Any, config: dict) -> None:
+    """Drop the output head of a model whose checkpoint has none (Gemma 3 builds one and ties it
+    only when loading finds no ``lm_head`` weight), so its shape is the deployed one."""
+    if config.get("tie_word_embeddings") and getattr(model, "tie_word_embeddings", True) is False \
+            and "lm_head" in model:
+        model.tie_word_embeddings = True
+        model.pop("lm_head")
+
+
+def _output_head(model: Any) -> Any:
+    """The untied output projection, at the top (most models) or in a text tower (Qwen3.5)."""
+    for owner in (model, getattr(model, "language_model", None)):
+        head = getattr(owner, "lm_head", None)
+        if head is not None:
+            return head
+    return None
 
 
 def silence_unknown_tokens(model: Any, tokenizer_vocab: int) -> None:
@@ -83,7 +152,7 @@ def silence_unknown_tokens(model: Any, tokenizer_vocab: int) -> None:
         return
     keep = (mx.arange(emb.weight.shape[0]) < tokenizer_vocab)[:, None]
     emb.weight = emb.weight * keep.astype(emb.weight.dtype)
-    head = getattr(model, "lm_head", None)
+    head = _output_head(model)
     if head is not None and hasattr(head, "weight") and head.weight.shape[0] == emb.weight.shape[0]:
         head.weight = head.weight * keep.astype(head.weight.dtype)
 
@@ -93,10 +162,12 @@ def load_dummy(ref: str | None, tokenizer_dir: Path, dtype: str = "auto", seed: 
     """A LoadedModel with random weights in ``dtype`` (auto: float32 on CPU, bfloat16 elsewhere).
 
     ``prepare(model, config)`` runs before the weights are evaluated (the tensor-parallel
-    split; every rank draws the same weights from ``seed`` and keeps its share)."""
+    split; every rank draws the same weights from ``seed`` and keeps its share). Everything up
+    to :func:`materialise` is lazy: a quantised model's full-precision weights never coexist."""
     import mlx.core as mx
     from mlx_lm.utils import load_tokenizer
 
+    from mlxctl.models.dummy_quantize import quantize_dummy
     from mlxctl.models.loader import LoadedModel, context_length, weight_dtype
 
     name, config = dummy_config(ref)
@@ -104,9 +175,19 @@ def load_dummy(ref: str | None, tokenizer_dir: Path, dtype: str = "auto", seed: 
     if prepare is not None:
         prepare(model, config)
     model.set_dtype(weight_dtype(dtype) or mx.bfloat16)
-    mx.eval(model.parameters())
     tokenizer = load_tokenizer(Path(tokenizer_dir))
-    silence_unknown_tokens(model, len(tokenizer.vocab))
-    mx.eval(model.parameters())
+    silence_unknown_tokens(model, len(tokenizer.vocab))  # before quantising: packed zeros are not zeros
+    quantize_dummy(model, config)
+    materialise(model)
     return LoadedModel(model=model, tokenizer=tokenizer, config=config, context_length=context_length(config),
                        eos_token_ids=set(tokenizer.eos_token_ids), name=f"dummy-{name}")
+
+
+def materialise(model: Any) -> None:
+    """Draw the random weights a tensor at a time, so the float32 draw behind one is freed
+    before the next (at once, an 80B model's draws would need several times its size)."""
+    import mlx.core as mx
+    from mlx.utils import tree_flatten
+
+    for _, weight in tree_flatten(model.parameters()):
+        mx.eval(weight)
