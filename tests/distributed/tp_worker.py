@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
+import threading
 
 from mlxctl.distributed.group import tensor_group
 from mlxctl.engine.constraints import ConstraintSpec
@@ -58,7 +58,7 @@ def main() -> None:
             outcome = {"error": str(exc)}
         with open(out, "w") as f:
             json.dump(outcome, f)
-        time.sleep(30)  # the job is stopped before this ends (exit 70 and mlx.launch stopping the rest)
+        threading.Event().wait()  # for ever: only the job being stopped ends it (exit 70, mlx.launch the rest)
         return
     streams = [generate(engine, PromptSpec(text), params) for text, params in PROMPTS]
     aborted = generate(engine, PromptSpec("Say many words."), SamplingParams(max_tokens=400, temperature=0))
