@@ -31,7 +31,7 @@ GREEDY = ChatSettings(temperature=0.0, max_tokens=6)
 pytestmark = pytest.mark.timeout(120)
 
 
-async def until(pilot, predicate, timeout: float = 30.0) -> bool:
+async def until(pilot, predicate, timeout: float = 60.0) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if predicate():

@@ -50,7 +50,9 @@ def test_serve_tui_serves_shows_the_view_and_stops_on_q(smollm2, tmp_path):
         r = httpx.post(f"{url}/v1/chat/completions", timeout=120, json={
             "model": "smollm2-135m", "max_tokens": 4, "messages": [{"role": "user", "content": "Hi"}]})
         assert r.status_code == 200
-        screen += read_some(leader, 3)
+        deadline = time.monotonic() + 60  # a backstop: the view is read until it shows the model
+        while b"smollm2-135m" not in screen and proc.poll() is None and time.monotonic() < deadline:
+            screen += read_some(leader, 0.5)
         assert b"smollm2-135m" in screen  # the view is drawn in the terminal
         os.write(leader, b"q")
         deadline = time.monotonic() + 60

@@ -325,7 +325,8 @@ async def test_screenshot_shows_every_panel(two_models, tmp_path):
             assert await until(pilot, lambda: len(in_flight_rows(app)) == 7 and all(e.is_set() for e in events)
                                and len(app.tracker.request_tps) == 7 and app.tracker.output_tps, timeout=180)
             assert await until(pilot, lambda: model_table(app)["tiny-a"][2] == "1")
-            await pilot.pause(3)  # a few more points on the plots
+            polls = app.tracker.polls
+            assert await until(pilot, lambda: app.tracker.polls >= polls + 12)  # a few more points on the plots
             shown = screenshot(app, tmp_path, "top.svg")
         finally:
             for task in streams:
@@ -363,7 +364,7 @@ async def test_screenshot_after_the_daemon_went_away(engine, tmp_path):
         finally:
             server.stop()
         assert await until(pilot, lambda: DISCONNECTED in text_of(app, "#conn") and "last answer" in text_of(app, "#conn"))
-        await pilot.pause(0.3)
+        await pilot.pause()  # what is queued is drawn
         shown = screenshot(app, tmp_path, "top-disconnected.svg")
     for text in ("● unreachable", f"nothing is listening at {url}", "Models: 1 served", MODEL):
         assert text in shown, text
