@@ -31,24 +31,29 @@ def system_prompt(rng: random.Random, tokens: int) -> str:
 
 
 def timed_request(client, model: str, system: str, question: str) -> dict:
+    """One streamed chat completion (SSE read as it comes): TTFT, prompt and cached tokens."""
+    body = {"model": model, "max_tokens": 2, "temperature": 0, "stream": True,
+            "stream_options": {"include_usage": True},
+            "messages": [{"role": "system", "content": system}, {"role": "user", "content": question}]}
     t0 = time.perf_counter()
-    ttft, usage = None, None
-    stream = client.chat.completions.create(
-        model=model, messages=[{"role": "system", "content": system}, {"role": "user", "content": question}],
-        max_tokens=2, temperature=0, stream=True, stream_options={"include_usage": True})
-    for chunk in stream:
-        if ttft is None and chunk.choices and (chunk.choices[0].delta.content or chunk.choices[0].finish_reason):
-            ttft = time.perf_counter() - t0
-        if chunk.usage is not None:
-            usage = chunk.usage
-    details = getattr(usage, "prompt_tokens_details", None) if usage else None
+    ttft, usage = None, {}
+    with client.stream("POST", "/v1/chat/completions", json=body) as response:
+        response.raise_for_status()
+        for line in response.iter_lines():
+            if not line.startswith("data: ") or line == "data: [DONE]":
+                continue
+            chunk = json.loads(line[len("data: "):])
+            choice = (chunk.get("choices") or [{}])[0]
+            if ttft is None and ((choice.get("delta") or {}).get("content") or choice.get("finish_reason")):
+                ttft = time.perf_counter() - t0
+            usage = chunk.get("usage") or usage
+    details = usage.get("prompt_tokens_details") or {}
     return {"ttft_s": ttft if ttft is not None else time.perf_counter() - t0,
-            "prompt_tokens": usage.prompt_tokens if usage else None,
-            "cached_tokens": (getattr(details, "cached_tokens", None) or 0) if details else 0}
+            "prompt_tokens": usage.get("prompt_tokens"), "cached_tokens": details.get("cached_tokens") or 0}
 
 
 def main() -> int:
-    import openai
+    import httpx
 
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--url", action="append", required=True)
@@ -58,8 +63,8 @@ def main() -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", action="store_true")
     args = p.parse_args()
-    clients = [openai.OpenAI(base_url=f"{u.rstrip('/')}/v1", api_key="x", max_retries=0, timeout=900) for u in args.url]
-    models = args.model or [c.models.list().data[0].id for c in clients]
+    clients = [httpx.Client(base_url=u.rstrip("/"), timeout=900) for u in args.url]
+    models = args.model or [c.get("/v1/models").json()["data"][0]["id"] for c in clients]
     rng = random.Random(args.seed)
     rows: dict[str, list[dict]] = {u: [] for u in args.url}
     warm = system_prompt(rng, 256)
