@@ -65,6 +65,8 @@ complete -c mlxctl -n '__fish_seen_subcommand_from serve' -l cors-origin -r -F -
 complete -c mlxctl -n '__fish_seen_subcommand_from serve' -l rate-limit -r -F -d 'Requests per minute per client address; 0 is no limit'
 complete -c mlxctl -n '__fish_seen_subcommand_from serve' -l max-body-mb -r -F -d 'Largest request body, in MiB'
 complete -c mlxctl -n '__fish_seen_subcommand_from serve' -l request-timeout -r -F -d 'A request still running after this is ended with a timeout error'
+complete -c mlxctl -n '__fish_seen_subcommand_from serve' -l header-timeout -r -F -d 'A connection that has not sent a whole request line and headers this long after it opened, or after its previous response, is closed (slow or idle clients); bodies and streamed responses are not cut'
+complete -c mlxctl -n '__fish_seen_subcommand_from serve' -l max-connections -r -F -d 'Open client connections at once; past this a new one gets 503 and is closed (keep it below the open-files limit, ulimit -n)'
 complete -c mlxctl -n '__fish_seen_subcommand_from serve' -l drain-grace -r -F -d 'On SIGTERM or Ctrl-C: how long requests in flight may take to finish'
 complete -c mlxctl -n '__fish_seen_subcommand_from serve' -l log-format -r -F -d 'Request log lines on stderr: human or json'
 complete -c mlxctl -n '__fish_seen_subcommand_from serve' -l prefix-cache -l no-prefix-cache -d 'Reuse the KV of prompt prefixes seen before'

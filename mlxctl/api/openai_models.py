@@ -113,8 +113,12 @@ class MessageToolCall(_Body):
     def _arguments_are_json(cls, value: CalledFunction) -> CalledFunction:
         import json
 
+        from mlxctl.api.json_depth import JsonTooDeep, loads_bounded
+
         try:
-            json.loads(value.arguments or "{}")
+            loads_bounded(value.arguments or "{}")
+        except JsonTooDeep as exc:
+            raise ValueError(f"function.arguments of {value.name!r}: {exc}") from None
         except json.JSONDecodeError as exc:
             raise ValueError(f"function.arguments of {value.name!r} is not valid JSON: {exc.msg}") from exc
         return value

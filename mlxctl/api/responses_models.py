@@ -82,6 +82,20 @@ class FunctionCallItem(_Strict):
     id: str | None = None
     status: str | None = None
 
+    @field_validator("arguments")
+    @classmethod
+    def _not_too_deep(cls, value: str) -> str:
+        """Invalid JSON is taken as no arguments, but JSON nested too deep to parse is a 400."""
+        import json
+
+        from mlxctl.api.json_depth import loads_bounded
+
+        try:
+            loads_bounded(value or "{}")
+        except json.JSONDecodeError:
+            pass
+        return value
+
 
 class FunctionCallOutputItem(_Strict):
     type: Literal["function_call_output"]

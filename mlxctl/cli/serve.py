@@ -37,6 +37,8 @@ CorsOpt = Annotated[Optional[list[str]], typer.Option("--cors-origin", metavar="
 RateOpt = Annotated[int, typer.Option("--rate-limit", metavar="N", min=0, help="Requests per minute per client address; 0 is no limit.")]
 BodyOpt = Annotated[float, typer.Option("--max-body-mb", metavar="MB", min=0.001, help="Largest request body, in MiB.")]
 TimeoutOpt = Annotated[float, typer.Option("--request-timeout", metavar="SECONDS", min=0.001, help="A request still running after this is ended with a timeout error.")]
+HeaderTimeoutOpt = Annotated[float, typer.Option("--header-timeout", metavar="SECONDS", min=0.001, help="A connection that has not sent a whole request line and headers this long after it opened, or after its previous response, is closed (slow or idle clients); bodies and streamed responses are not cut.")]
+MaxConnectionsOpt = Annotated[int, typer.Option("--max-connections", metavar="N", min=1, help="Open client connections at once; past this a new one gets 503 and is closed (keep it below the open-files limit, ulimit -n).")]
 GraceOpt = Annotated[float, typer.Option("--drain-grace", metavar="SECONDS", min=0.0, help="On SIGTERM or Ctrl-C: how long requests in flight may take to finish.")]
 PrefixOpt = Annotated[bool, typer.Option("--prefix-cache/--no-prefix-cache", help="Reuse the KV of prompt prefixes seen before.")]
 PrefixGbOpt = Annotated[float, typer.Option("--prefix-cache-gb", metavar="GB", min=0.0, help="Memory for cached prefix blocks; 0: a tenth of RAM, at most 4 GiB.")]
@@ -86,6 +88,8 @@ def serve(
     rate_limit: RateOpt = 0,
     max_body_mb: BodyOpt = 8.0,
     request_timeout: TimeoutOpt = 600.0,
+    header_timeout: HeaderTimeoutOpt = 30.0,
+    max_connections: MaxConnectionsOpt = 512,
     drain_grace: GraceOpt = 30.0,
     log_format: LogOpt = "human",
     prefix_cache: PrefixOpt = True,
@@ -127,6 +131,7 @@ def serve(
         api_key=read_api_key(api_key, api_key_file, _from_flag(ctx, "api_key")), auth_health=auth_health,
         cors_origins=tuple(cors_origin or ()), max_body_bytes=int(max_body_mb * 1024 * 1024),
         rate_limit_per_minute=rate_limit, max_waiting=max_waiting, request_timeout_s=request_timeout,
+        header_timeout_s=header_timeout, max_connections=max_connections,
         stream_interval=stream_interval, drain_grace_s=drain_grace, log_format=log_format,
         warm_prompts=warm_prompts, warm_prompts_concurrency=warm_prompts_concurrency,
         tool_call_parser=tool_call_parser, reasoning_parser=reasoning_parser, mcp_config=mcp_config,

@@ -21,7 +21,10 @@ def presented_key(request: web.Request) -> str | None:
 
 
 def key_matches(presented: str | None, expected: str) -> bool:
-    return presented is not None and hmac.compare_digest(presented.encode(), expected.encode())
+    """Constant-time, on the bytes: aiohttp decodes header bytes as UTF-8 with surrogateescape,
+    so encoding the same way gives back what the client sent, even when it is not UTF-8."""
+    return presented is not None and hmac.compare_digest(presented.encode("utf-8", "surrogateescape"),
+                                                         expected.encode("utf-8", "surrogateescape"))
 
 
 def needs_key(request: web.Request) -> bool:

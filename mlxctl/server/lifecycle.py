@@ -17,10 +17,12 @@ from collections.abc import Callable
 from aiohttp import web
 
 from mlxctl.errors import UnavailableError
+from mlxctl.server.connections import CappedSite, runner_options
 from mlxctl.server.interrupt import interrupt, shutdown_error
 from mlxctl.server.keys import ENGINE, POOL, SETTINGS, STATE
 from mlxctl.server.logs import configure as configure_logs
 from mlxctl.server.mcp_loop import close_mcp, start_mcp
+from mlxctl.server.settings import ServeSettings
 
 log = logging.getLogger("mlxctl.server")
 SETTLE_S = 5.0  # after the streams are ended: how long their views get to write the last event
@@ -30,10 +32,11 @@ async def serve(app: web.Application, announce: Callable[[str], None],
                 stop: asyncio.Event | None = None) -> None:
     """Serve ``app`` until SIGTERM/SIGINT (or ``stop`` is set, when given: no signal handlers
     then), loading its engine in the background."""
-    runner = web.AppRunner(app, handler_cancellation=True, access_log=None, shutdown_timeout=SETTLE_S)
+    runner = web.AppRunner(app, handler_cancellation=True, access_log=None, shutdown_timeout=SETTLE_S,
+                           **runner_options(app[SETTINGS]))
     await runner.setup()
     try:
-        await listen(runner, app[SETTINGS].host, app[SETTINGS].port)
+        await listen(runner, app[SETTINGS])
         announce(listening_url(runner))
         await run_until_signal(app, stop)
     finally:
@@ -45,9 +48,10 @@ async def serve(app: web.Application, announce: Callable[[str], None],
             app[ENGINE].shutdown()
 
 
-async def listen(runner: web.AppRunner, host: str, port: int) -> None:
+async def listen(runner: web.AppRunner, settings: ServeSettings) -> None:
+    host, port = settings.host, settings.port
     try:
-        await web.TCPSite(runner, host, port).start()
+        await CappedSite(runner, host, port, settings.max_connections).start()
     except OSError as exc:
         raise UnavailableError(f"cannot listen on {host}:{port}: {exc.strerror or exc}",
                                hint="pick another --port, or stop what is using it") from exc

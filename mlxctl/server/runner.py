@@ -10,6 +10,9 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
+from mlxctl.server.connections import CappedSite, runner_options
+from mlxctl.server.keys import SETTINGS
+
 
 @dataclass
 class BackgroundServer:
@@ -46,9 +49,10 @@ class BackgroundServer:
 
     def _run(self) -> None:
         asyncio.set_event_loop(self._loop)
-        self._runner = web.AppRunner(self.app, handler_cancellation=True)
+        settings = self.app[SETTINGS]
+        self._runner = web.AppRunner(self.app, handler_cancellation=True, **runner_options(settings))
         self._loop.run_until_complete(self._runner.setup())
-        site = web.TCPSite(self._runner, self.host, self.port)
+        site = CappedSite(self._runner, self.host, self.port, settings.max_connections)
         self._loop.run_until_complete(site.start())
         self._started.set()
         self._loop.run_forever()

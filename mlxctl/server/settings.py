@@ -17,6 +17,8 @@ class ServeSettings:
     rate_limit_per_minute: int = 0  # per client address; 0: off
     max_waiting: int = 256  # requests queued in the engine before new ones get 503
     request_timeout_s: float = 600.0  # a request still running after this is aborted
+    header_timeout_s: float = 30.0  # a connection waiting for a request's headers longer is closed
+    max_connections: int = 512  # open connections at once; past this a new one gets 503
     stream_interval: int = 1  # tokens per streamed chunk
     drain_grace_s: float = 30.0  # SIGTERM: how long in-flight requests may take to finish
     log_format: str = "human"  # human | json

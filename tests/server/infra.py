@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import socket
 import time
 
 import httpx
@@ -67,6 +68,31 @@ def sse_events(url: str, body: dict) -> list[tuple[str | None, dict]]:
             elif line.startswith("data: "):
                 out.append((name, json.loads(line[len("data: "):])))
     return out
+
+
+def raw_connection(url: str, timeout: float = 60.0) -> socket.socket:
+    """A plain TCP connection to the server at ``url``, for bytes no HTTP client would send;
+    reads give up after ``timeout`` (a generous bound, never a wait for something to happen)."""
+    host, port = url.removeprefix("http://").rsplit(":", 1)
+    return socket.create_connection((host, int(port)), timeout=timeout)
+
+
+def read_to_eof(sock: socket.socket) -> bytes:
+    """Everything the server sends until it closes the connection."""
+    chunks = []
+    while chunk := sock.recv(65536):
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def raw_exchange(url: str, request: bytes) -> tuple[int, bytes]:
+    """Send ``request`` as it is (it should say ``Connection: close``) and read the reply until
+    the server closes: (status, body)."""
+    with raw_connection(url) as sock:
+        sock.sendall(request)
+        reply = read_to_eof(sock)
+    head, _, body = reply.partition(b"\r\n\r\n")
+    return int(head.split(b" ", 2)[1]), body
 
 
 @contextlib.contextmanager

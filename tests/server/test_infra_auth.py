@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import json
+
 import httpx
 import pytest
+
+from tests.server.infra import raw_exchange
 
 KEY = "sk-test-123"
 
@@ -46,3 +50,38 @@ def test_auth_health_closes_them(serve):
 
 def test_no_key_configured_means_open(base_url):
     assert httpx.get(f"{base_url}/v1/models").status_code == 200
+
+
+NOT_UTF8 = [b"x-api-key: \xff\xfe" + KEY.encode(), b"Authorization: Bearer \xc3\x28" + KEY.encode()]
+
+
+def key_request(path: str, header: bytes) -> bytes:
+    """A POST with ``header`` as raw bytes (HTTP clients refuse to send header bytes like these)."""
+    return (f"POST {path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n".encode() + header
+            + b"\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}")
+
+
+@pytest.mark.parametrize("header", NOT_UTF8, ids=["x-api-key", "bearer"])
+def test_non_utf8_key_bytes_are_an_openai_shaped_401(url, header):
+    status, body = raw_exchange(url, key_request("/v1/chat/completions", header))
+    assert status == 401
+    error = json.loads(body)["error"]
+    assert error["type"] == "authentication_error" and error["code"] == "invalid_api_key"
+    assert "invalid or missing API key" in error["message"]
+
+
+@pytest.mark.parametrize("header", NOT_UTF8, ids=["x-api-key", "bearer"])
+def test_non_utf8_key_bytes_are_an_anthropic_shaped_401(url, header):
+    status, body = raw_exchange(url, key_request("/v1/messages", header))
+    assert status == 401
+    data = json.loads(body)
+    assert data["type"] == "error" and data["error"]["type"] == "authentication_error"
+    assert "invalid or missing API key" in data["error"]["message"]
+
+
+def test_a_non_ascii_key_matches_its_utf8_bytes(serve):
+    url = serve(api_key="clé-ü")
+    status, _ = raw_exchange(url, key_request("/v1/messages/count_tokens", "x-api-key: clé-ü".encode()))
+    assert status != 401
+    status, _ = raw_exchange(url, key_request("/v1/messages/count_tokens", "x-api-key: clé-ü".encode("latin-1")))
+    assert status == 401

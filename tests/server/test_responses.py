@@ -110,6 +110,14 @@ def test_unsupported_fields_are_a_400_naming_them(client, extra, named):
     assert named in err.value.body["message"]
 
 
+def test_a_bad_input_item_is_named_not_the_string_form_of_input(client):
+    """``input`` is a string or a list of items: a bad item's 400 names the item's field."""
+    item = {"type": "function_call", "name": "f", "arguments": "{}"}  # no call_id
+    with pytest.raises(openai.BadRequestError) as err:
+        client.responses.create(model=MODEL, input=[item], max_output_tokens=2)
+    assert err.value.body["message"] == "invalid field 'input.0.function_call.call_id': Field required"
+
+
 def test_unknown_model_is_a_404(client):
     with pytest.raises(openai.NotFoundError) as err:
         client.responses.create(model="gpt-nope", input="hi", max_output_tokens=2)
