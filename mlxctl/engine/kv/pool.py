@@ -21,6 +21,7 @@ class BlockPool:
         self._free: OrderedDict[bytes, Block] = OrderedDict()  # ref_count 0; LRU first
         self._children: Counter[bytes] = Counter()  # cached children per block hash
         self._checkpoints: dict[bytes | None, dict[bytes, Block]] = {}  # by parent hash
+        self.num_checkpoints = 0  # kept as counts: stats() is read from other threads
         self.checkpoint_bytes = 0
         self._next_id = 0
         self.bytes = 0  # sum of nbytes over cached blocks
@@ -47,10 +48,6 @@ class BlockPool:
     def num_free(self) -> int:
         return len(self._free)
 
-    @property
-    def num_checkpoints(self) -> int:
-        return sum(len(c) for c in self._checkpoints.values())
-
     def checkpoints_of(self, parent: bytes | None) -> tuple[Block, ...]:
         return tuple(self._checkpoints.get(parent, {}).values())
 
@@ -64,6 +61,7 @@ class BlockPool:
             self._children[parent] += 1
         if checkpoint:
             self._checkpoints.setdefault(parent, {})[h] = block
+            self.num_checkpoints += 1
             self.checkpoint_bytes += block.nbytes
         self.bytes += block.nbytes
         return block
@@ -79,6 +77,7 @@ class BlockPool:
             del siblings[block.hash]
             if not siblings:
                 del self._checkpoints[block.parent]
+            self.num_checkpoints -= 1
             self.checkpoint_bytes -= block.nbytes
         self.bytes -= block.nbytes
 
