@@ -9,7 +9,7 @@ from aiohttp import web
 from mlxctl.server.errors import ApiError
 from mlxctl.server.keys import SETTINGS
 
-OPEN_PATHS = ("/health", "/metrics")  # open unless --auth-health
+OPEN_PATHS = ("/", "/health", "/metrics")  # open unless --auth-health
 
 
 def presented_key(request: web.Request) -> str | None:

@@ -52,11 +52,22 @@ def _anthropic_wording(err: MlxctlError, message: str) -> str | None:
             f"{err.context_length}, decrease input length or `max_tokens` and try again ({message})")
 
 
+SENT_ERROR = "mlxctl.sent_error"  # request key: (message, param) of the error body sent, for the access log
+
+
 def is_anthropic(request: web.Request) -> bool:
-    return request.path.startswith("/v1/messages")
+    return request.path.startswith("/v1/messages") or (request.path.startswith("/v1/models")
+                                                        and anthropic_client(request))
+
+
+def anthropic_client(request: web.Request) -> bool:
+    """The request came from an Anthropic client (its SDK sends both headers): /v1/models answers
+    in Anthropic's shapes then."""
+    return "anthropic-version" in request.headers or "x-api-key" in request.headers
 
 
 def error_body(request: web.Request, err: ApiError) -> dict:
+    request[SENT_ERROR] = (err.anthropic_message or err.message if is_anthropic(request) else err.message, err.param)
     if is_anthropic(request):
         kind = _ANTHROPIC_TYPES.get(err.status, "api_error")
         return {"type": "error", "error": {"type": kind, "message": err.anthropic_message or err.message}}

@@ -56,7 +56,7 @@ async def track(request: web.Request, handler) -> web.StreamResponse:
         state.leave()
 
 
-WHILE_LOADING = ("/health", "/v1/models", "/v1/status", "/metrics", "/openapi.json")
+WHILE_LOADING = ("/", "/health", "/v1/models", "/v1/status", "/metrics", "/openapi.json")
 
 
 @web.middleware

@@ -9,8 +9,11 @@ OBJECT = {"type": "object"}
 JSON = "application/json"
 
 SUMMARIES = {
+    "/": "Liveness for probes (GET or HEAD): 200 and a line naming the server, even while the model loads.",
     "/health": "Liveness: 200 once the model is loaded, 503 while loading or shutting down.",
     "/v1/models": "The served models (the primary one, its aliases and the resident pool) with their state.",
+    "/v1/models/{name}": "One served model (OpenAI's model object, or Anthropic's with an anthropic-version "
+                         "header) with its state, context length, capabilities and quantization.",
     "/v1/models/{name}/load": "Load a pool model now.",
     "/v1/models/{name}/unload": "Unload a pool model no request is using (?force=true for a pinned one).",
     "/v1/status": "Scheduler queues with each request's progress, batch size, KV and memory figures.",

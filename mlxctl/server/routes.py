@@ -12,17 +12,21 @@ from mlxctl.server.views import (
     cache,
     health,
     mcp,
+    models,
     openai,
     openapi,
     responses,
+    root,
     status,
     tokenize,
 )
 
 
 def setup_routes(app: web.Application) -> None:
+    app.router.add_get("/", root.root)  # also HEAD: liveness probes (Ollama clients') ask HEAD / and GET /
     app.router.add_get("/health", health.health)
-    app.router.add_get("/v1/models", health.models)
+    app.router.add_get("/v1/models", models.models)
+    app.router.add_get("/v1/models/{name:.+}", models.model)  # .+: pool names may hold a slash (org/model)
     app.router.add_post("/v1/models/{name}/load", health.load_model)
     app.router.add_post("/v1/models/{name}/unload", health.unload_model)
     app.router.add_post("/v1/chat/completions", openai.chat_completions)

@@ -83,10 +83,14 @@ def engine_of(request: web.Request) -> Any:
 
 def model_formats(request: web.Request) -> Any:
     """The request's model's tool-call and reasoning formats, detected once per tokenizer."""
+    return formats_for(request.app, engine_of(request).model.tokenizer)
+
+
+def formats_for(app: web.Application, tokenizer: Any) -> Any:
+    """A model's tool-call and reasoning formats, from its tokenizer (cached per tokenizer)."""
     from mlxctl.api.chat_plan import ModelFormats
 
-    settings, state = request.app[SETTINGS], request.app[STATE]
-    tokenizer = engine_of(request).model.tokenizer
+    settings, state = app[SETTINGS], app[STATE]
     cached = state.formats.get(id(tokenizer)) if state.formats else None
     if cached is None or cached[0] is not tokenizer:
         cached = (tokenizer, ModelFormats.detect(tokenizer, settings.tool_call_parser, settings.reasoning_parser))

@@ -200,4 +200,4 @@ def listed_models(app: web.Application, created: int) -> list[dict[str, Any]]:
         return []
     state = "ready" if service.loaded else "failed" if service.failed else "loading"
     return [{"id": service.name, "object": "model", "created": created, "owned_by": "mlxctl",
-             "state": state, "pinned": True, "kind": "embed"}]
+             "state": state, "pinned": True, "kind": "embed", "capabilities": ["embeddings"]}]

@@ -1,8 +1,6 @@
-"""GET /health and GET /v1/models."""
+"""GET /health, and loading or unloading a pool model (the model list is views/models.py)."""
 
 from __future__ import annotations
-
-import time
 
 from aiohttp import web
 
@@ -10,29 +8,12 @@ from mlxctl.errors import MlxctlError
 from mlxctl.server.errors import ApiError
 from mlxctl.server.keys import ENGINE, POOL, SETTINGS
 
-STARTED = int(time.time())
-
 
 async def health(request: web.Request) -> web.Response:
     engine = request.app[ENGINE]
     if engine.model is None:
         return web.json_response({"status": "loading"}, status=503)
     return web.json_response({"status": "ok", "model": request.app[SETTINGS].model_name})
-
-
-async def models(request: web.Request) -> web.Response:
-    """Every served model with its residency state (an extension beside OpenAI's fields)."""
-    settings, engine = request.app[SETTINGS], request.app[ENGINE]
-    primary = {"state": "ready" if engine.model is not None else "loading", "pinned": True}
-    data = [{"id": n, "object": "model", "created": STARTED, "owned_by": "mlxctl", **primary}
-            for n in (settings.model_name, *settings.aliases)]
-    for r in request.app[POOL].describe():
-        data.append({"id": r["id"], "object": "model", "created": STARTED, "owned_by": "mlxctl",
-                     **{k: v for k, v in r.items() if k != "id"}})
-    from mlxctl.server.views.embeddings import listed_models
-
-    data.extend(listed_models(request.app, STARTED))  # serve --embedding-model
-    return web.json_response({"object": "list", "data": data})
 
 
 async def load_model(request: web.Request) -> web.Response:
