@@ -7,14 +7,16 @@ import json
 
 from mlxctl.api.toolcalls.base import parameters_schema
 from mlxctl.api.toolcalls.grammar_core import _functions, _lark_string, _one_or_more
+from mlxctl.api.toolcalls.schema_defs import hoist
 from mlxctl.engine.constraints import JSON_WHITESPACE
 
 
 def call_object_schema(tools: list[dict], name: str | None, args_key: str) -> dict:
-    """JSON schema of ``{"name": NAME, ARGS_KEY: {...}}`` for the allowed tools."""
-    branches = []
+    """JSON schema of ``{"name": NAME, ARGS_KEY: {...}}`` for the allowed tools; the tools'
+    definitions are hoisted to its root ``$defs`` (see :mod:`~mlxctl.api.toolcalls.schema_defs`)."""
+    branches, defs = [], {}
     for fn_name, fn in _functions(tools, name).items():
-        arguments = parameters_schema(fn) or {"type": "object"}
+        arguments = hoist(parameters_schema(fn) or {"type": "object"}, defs)
         branches.append(
             {
                 "type": "object",
@@ -24,6 +26,8 @@ def call_object_schema(tools: list[dict], name: str | None, args_key: str) -> di
             }
         )
     schema = branches[0] if len(branches) == 1 else {"anyOf": branches}
+    if defs:
+        schema = {**schema, "$defs": defs}
     return {**schema, "x-guidance": {"whitespace_flexible": True, "whitespace_pattern": JSON_WHITESPACE}}
 
 
@@ -80,8 +84,10 @@ def _branches(rule: str, functions: dict[str, dict], head: str, tail: str = "") 
 def _call_array(tools: list[dict], name: str | None, parallel: bool) -> str:
     """Rule ``array``: a JSON array of ``{"name", "arguments"}`` objects (one unless ``parallel``)."""
     objects = call_object_schema(tools, name, "arguments")
-    guidance = objects.pop("x-guidance")
+    guidance, defs = objects.pop("x-guidance"), objects.pop("$defs", None)
     array = {"type": "array", "items": objects, "minItems": 1, "x-guidance": guidance}
+    if defs:
+        array["$defs"] = defs
     if not parallel:
         array["maxItems"] = 1
     return f"array: %json {json.dumps(array, ensure_ascii=False)}"
