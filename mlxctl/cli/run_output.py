@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from mlxctl.cli.output import Output
+from mlxctl.engine.stats_line import stats_line
 from mlxctl.engine.streams import Completion, RequestStream, gather_events
 
 
@@ -38,10 +39,3 @@ def completion_json(done: Completion, model_name: str) -> dict:
             for lp in done.logprobs
         ]
     return result
-
-
-def stats_line(done: Completion) -> str:
-    t = done.timings
-    return (f"prompt: {t.prompt_tokens} tokens, {t.prefill_tps:.1f} tok/s | "
-            f"generation: {t.completion_tokens} tokens, {t.decode_tps:.1f} tok/s | "
-            f"TTFT {t.ttft_s:.3f} s | total {t.e2e_s:.2f} s | finish: {done.finish_reason.value}")

@@ -66,10 +66,10 @@ def qualify_model(ref: str, *, progress: Progress = None, budget: Budget | None 
 def qualify_url(url: str, *, model: str | None = None, api_key: str | None = None,
                 progress: Progress = None, budget: Budget | None = None) -> Scorecard:  # fmt: skip
     """Qualify the model a running OpenAI-compatible server serves (``model``: which one)."""
-    from mlxctl.tui.client import base_url
+    from mlxctl.bench.config import parse_url
 
     budget = budget or DEFAULT_BUDGET
-    base = base_url(url)
+    base = parse_url(url)
     with Api(base, api_key) as api:
         name, check = listed_model(api, model)
         card = new_card(name, base)

@@ -525,7 +525,7 @@ class _CliRounds:
         from mlxctl.api.openai_output import ChatOutput
         from mlxctl.api.openai_pieces import whole
         from mlxctl.api.openai_translate import chat_jobs
-        from mlxctl.cli.run_output import stats_line
+        from mlxctl.engine.stats_line import stats_line
 
         tokenizer = self.engine.model.tokenizer
         jobs, plan = chat_jobs(round_body, tokenizer, self.formats)

@@ -1,0 +1,12 @@
+"""One human-readable line of a finished generation's timings (``run --verbose``, the MCP loop)."""
+
+from __future__ import annotations
+
+from mlxctl.engine.streams import Completion
+
+
+def stats_line(done: Completion) -> str:
+    t = done.timings
+    return (f"prompt: {t.prompt_tokens} tokens, {t.prefill_tps:.1f} tok/s | "
+            f"generation: {t.completion_tokens} tokens, {t.decode_tps:.1f} tok/s | "
+            f"TTFT {t.ttft_s:.3f} s | total {t.e2e_s:.2f} s | finish: {done.finish_reason.value}")
