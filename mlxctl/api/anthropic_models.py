@@ -1,7 +1,8 @@
 """Anthropic Messages API request bodies (POST /v1/messages, /v1/messages/count_tokens).
 
 Unknown fields are rejected (``extra="forbid"``) so the client learns we ignored nothing. Advisory
-fields (metadata, service_tier, cache_control, ...) are accepted and have no effect. Tools,
+fields (metadata, service_tier, cache_control, ``context_management`` edits that change nothing,
+...) are accepted and have no effect. Tools,
 tool_choice, extended thinking and ``output_config.format`` are honoured (checked further in
 ``chat_plan.py``); fields we cannot honour yet (MCP servers, containers) are declared only so
 that a request using them gets a 400 naming them.
@@ -11,10 +12,13 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, ValidationInfo, field_validator, model_validator
+
+from mlxctl.api.anthropic_context import check_edits
+from mlxctl.api.null_fields import NullMeansAbsent
 
 
-class _Strict(BaseModel):
+class _Strict(NullMeansAbsent):  # null for an optional field: absent
     model_config = ConfigDict(extra="forbid")
 
 
@@ -66,7 +70,10 @@ _BLOCK_TYPES = ("text", "image", "tool_use", "tool_result", "thinking", "redacte
 
 
 class Message(_Strict):
-    role: Literal["user", "assistant"]
+    """A turn; a ``system`` one (Claude Code sends them mid-conversation) takes text only and is
+    placed where it stands when the chat template renders it there (``anthropic_system.py``)."""
+
+    role: Literal["user", "assistant", "system"]
     content: str | list[ContentBlock]
 
     @field_validator("content", mode="before")
@@ -77,6 +84,13 @@ class Message(_Strict):
             if kind not in _BLOCK_TYPES:
                 raise ValueError(f"content blocks of type {kind!r} are not supported (use {', '.join(_BLOCK_TYPES)})")
         return value
+
+    @model_validator(mode="after")
+    def _system_is_text(self) -> Message:
+        if self.role == "system" and not isinstance(self.content, str) \
+                and any(not isinstance(b, TextBlock) for b in self.content):
+            raise ValueError("a system message takes text only (a string or text blocks)")
+        return self
 
 
 def _refuse_when_set(value: Any, what: str) -> Any:
@@ -96,6 +110,10 @@ class OutputConfig(_Strict):
     format: dict[str, Any] | None = None  # {"type": "json_schema", "schema": {...}}
 
 
+class ContextManagement(_Strict):
+    edits: list[dict[str, Any]] = []  # accepted only where they change nothing (anthropic_context.py)
+
+
 class CountTokensRequest(_Strict):
     """The prompt part of a request: what /v1/messages/count_tokens accepts."""
 
@@ -109,6 +127,14 @@ class CountTokensRequest(_Strict):
     output_config: OutputConfig | None = None
     output_format: dict[str, Any] | None = None  # the beta spelling of output_config.format
     cache_control: dict[str, Any] | None = None  # advisory
+    context_management: ContextManagement | None = None  # advisory where its edits are no-ops
+
+    @field_validator("context_management")
+    @classmethod
+    def _edits_change_nothing(cls, value: ContextManagement | None, info: ValidationInfo) -> ContextManagement | None:
+        if value is not None and "messages" in info.data:
+            check_edits(value.edits, info.data["messages"])
+        return value
 
     @field_validator("mcp_servers")
     @classmethod

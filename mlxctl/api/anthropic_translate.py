@@ -27,6 +27,7 @@ from mlxctl.api.chat_plan import (
     anthropic_tools,
     make_plan,
 )
+from mlxctl.api.anthropic_system import render_with_systems
 from mlxctl.api.chat_split import SplitResult, arguments_object
 from mlxctl.api.chat_plan import render_plan
 from mlxctl.api.prompt import encode_text
@@ -115,7 +116,8 @@ def _chat_messages_of(message: Message, index: int, image_token: str | None = No
 
 
 def chat_messages(req: CountTokensRequest, image_token: str | None = None) -> list[dict[str, Any]]:
-    """The conversation as chat-template messages, the system prompt first."""
+    """The conversation as chat-template messages, the system prompt first (system messages of
+    ``messages`` where they stand: ``render_with_systems`` merges them where the template needs)."""
     system = _system_text(req)
     head = [{"role": "system", "content": system}] if system else []
     return head + [m for i, msg in enumerate(req.messages) for m in _chat_messages_of(msg, i, image_token)]
@@ -156,7 +158,7 @@ def prompt_tokens(tokenizer: Any, req: CountTokensRequest, formats: ModelFormats
     prefill = ""
     if messages[-1]["role"] == "assistant" and not messages[-1].get("tool_calls"):
         prefill = messages.pop()["content"]
-    tokens, opens = render_plan(tokenizer, plan, formats, messages)
+    tokens, opens = render_with_systems(lambda m: render_plan(tokenizer, plan, formats, m), tokenizer.decode, messages)
     if prefill:
         tokens += encode_text(tokenizer, prefill, special=False)
     return tokens, plan, opens and not prefill

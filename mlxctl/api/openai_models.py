@@ -13,7 +13,6 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from pydantic import (
-    BaseModel,
     ConfigDict,
     Field,
     StrictFloat,
@@ -24,6 +23,7 @@ from pydantic import (
     model_validator,
 )
 
+from mlxctl.api.null_fields import NullMeansAbsent
 from mlxctl.vision.sampling import MAX_FPS, MAX_FRAMES, VideoSampling
 
 MAX_CHOICES = 64
@@ -32,7 +32,7 @@ TokenId = Annotated[int, Field(ge=0)]
 KeepAlive = StrictInt | StrictFloat | StrictStr | None
 
 
-class _Body(BaseModel):
+class _Body(NullMeansAbsent):  # null for an optional field: absent
     model_config = ConfigDict(extra="forbid")
 
 

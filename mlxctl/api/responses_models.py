@@ -1,7 +1,8 @@
 """OpenAI Responses API request bodies (POST /v1/responses).
 
-Unknown fields are rejected (``extra="forbid"``). Advisory fields (metadata, user, service_tier,
-prompt caching hints, ...) are accepted and have no effect. Function tools, tool_choice,
+Unknown fields are rejected (``extra="forbid"``). Advisory fields (metadata, client_metadata, user,
+service_tier, prompt caching hints, an ``include`` of data we never generate, ...) are accepted and
+have no effect. Function tools, tool_choice,
 reasoning and structured text formats are honoured (checked further in ``chat_plan.py``); fields
 that would change the output and that we cannot honour yet (built-in tools, background mode, ...)
 get a 400 that names them, never silent loss.
@@ -13,8 +14,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from mlxctl.api.null_fields import NullMeansAbsent
 
-class _Strict(BaseModel):
+
+class _Strict(NullMeansAbsent):  # null for an optional field: absent
     model_config = ConfigDict(extra="forbid")
 
 
@@ -22,6 +25,14 @@ def _refuse_when_set(value: Any, what: str) -> Any:
     if value:
         raise ValueError(f"{what} not supported yet")
     return value
+
+
+# `include` values naming data mlxctl never generates, so there is nothing to add: no encrypted
+# reasoning (reasoning items carry their text; Codex asks for this on every request with
+# store: false), no results of the hosted tools it refuses. Others (output logprobs, ...) are a 400.
+NOTHING_TO_INCLUDE = ("reasoning.encrypted_content", "file_search_call.results", "web_search_call.results",
+                      "web_search_call.action.sources", "code_interpreter_call.outputs",
+                      "computer_call_output.output.image_url")
 
 
 def _refuse_unknown_types(items: Any, known: tuple[str, ...], what: str) -> Any:
@@ -168,6 +179,8 @@ class ResponsesRequest(_Strict):
     truncation: Literal["disabled"] | None = None
     # advisory: no effect on the output
     metadata: dict[str, str] | None = None
+    client_metadata: dict[str, Any] | None = None
+    include: list[str] | None = None  # of NOTHING_TO_INCLUDE only
     user: str | None = None
     safety_identifier: str | None = None
     service_tier: str | None = None
@@ -180,7 +193,6 @@ class ResponsesRequest(_Strict):
     tool_choice: Any = None
     reasoning: Reasoning | None = None
     # refused when set
-    include: list[str] | None = None
     top_logprobs: int | None = None
     background: bool | None = None
     conversation: Any = None
@@ -196,7 +208,16 @@ class ResponsesRequest(_Strict):
         return _refuse_unknown_types(value, ("message", "function_call", "function_call_output", "reasoning"),
                                      "input items")
 
-    @field_validator("include", "top_logprobs", "background", "conversation", "prompt")
+    @field_validator("include")
+    @classmethod
+    def _nothing_to_include(cls, value: list[str] | None) -> list[str] | None:
+        for i, name in enumerate(value or ()):
+            if name not in NOTHING_TO_INCLUDE:
+                raise ValueError(f"include[{i}] {name!r} is not supported yet (mlxctl accepts only "
+                                 f"{', '.join(NOTHING_TO_INCLUDE)}, data it never generates)")
+        return value
+
+    @field_validator("top_logprobs", "background", "conversation", "prompt")
     @classmethod
     def _unsupported(cls, value: Any, info) -> Any:
         return _refuse_when_set(value, f"{info.field_name} is")

@@ -80,7 +80,8 @@ def test_responses_named_call_over_refs_is_valid(url):
 def test_messages_forced_tool_use_over_refs_is_valid(url):
     msg = anthropic_client(url).messages.create(
         model=MODEL, messages=ASK, max_tokens=CALL_TOKENS, extra_body={"temperature": 0},
-        tools=[{"name": "get_forecast", "input_schema": CLAUDE_SCHEMA}], tool_choice={"type": "tool", "name": "get_forecast"})
+        tools=[{"name": "get_forecast", "input_schema": CLAUDE_SCHEMA}],
+        tool_choice={"type": "tool", "name": "get_forecast"})
     assert msg.stop_reason == "tool_use"
     [block] = msg.content
     assert block.type == "tool_use" and block.name == "get_forecast"

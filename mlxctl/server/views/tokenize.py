@@ -7,13 +7,14 @@ from typing import Any
 import pydantic
 from aiohttp import web
 
+from mlxctl.api.null_fields import NullMeansAbsent
 from mlxctl.errors import MlxctlError
 from mlxctl.server.body import parse_body
 from mlxctl.server.errors import ApiError
 from mlxctl.server.keys import ENGINE
 
 
-class TokenizeRequest(pydantic.BaseModel):
+class TokenizeRequest(NullMeansAbsent):
     """Either ``prompt`` (plain text) or ``messages`` (rendered with the chat template)."""
 
     model_config = pydantic.ConfigDict(extra="forbid")
