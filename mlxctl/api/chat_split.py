@@ -96,6 +96,8 @@ def new_splitter(plan: Any, reasoning_open: bool) -> OutputSplitter:
 
     think = reasoning.get_parser(plan.reasoning_parser)(starts_in_reasoning=reasoning_open) if plan.reasoning_parser else None
     tools = toolcalls.get_parser(plan.tool_parser)(plan.tools) if plan.tool_parser else None
+    if tools is not None:  # a call streams only once complete: one cut off by max_tokens is text
+        tools.whole_calls = True
     return OutputSplitter(think, tools)
 
 

@@ -24,6 +24,11 @@ Rules every format follows:
   becoming content. A strict tool's call is held back while it streams and released whole once
   it has passed, so a rejected call is never announced and the streamed result equals
   :meth:`result`.
+* With :attr:`ToolParser.whole_calls` set, every call is held back like a strict tool's: it is
+  announced, with all its arguments, only once it is complete, so a call cut off by the end of
+  the output (``max_tokens``) is never announced and its raw text is content, as in
+  :meth:`result`. The server's APIs set it (see :func:`mlxctl.api.chat_split.new_splitter`): a
+  client must never be handed a call it cannot run.
 
 The text must be decoded *with* special tokens: markers such as ``<|tool_call_begin|>`` are
 special tokens in most vocabularies, and skipping them erases the calls.
@@ -162,6 +167,7 @@ class ToolParser:
     """
 
     name: ClassVar[str]
+    whole_calls: bool = False  # hold every call back until it is complete (see the module doc)
 
     @classmethod
     def forcing_grammar(cls, tools: list[dict], name: str | None = None, parallel: bool = False) -> str:
@@ -244,7 +250,7 @@ class ToolParser:
     def _open_call(self, name: str) -> _Call:
         call = _Call(index=-1, id=new_call_id(), name=name)
         self._calls.append(call)
-        if self._functions and is_strict(self._functions.get(name)):
+        if self.whole_calls or (self._functions and is_strict(self._functions.get(name))):
             call.held = [ToolCallDelta(index=-1, id=call.id, name=name)]
         else:
             self._announce(call, [ToolCallDelta(index=-1, id=call.id, name=name)])
