@@ -110,6 +110,30 @@ def test_dropped_call_is_not_in_the_result_and_later_calls_keep_going():
     check_stream(result, deltas)
 
 
+@pytest.mark.parametrize("fmt", sorted(PARTIAL))
+def test_whole_calls_never_announce_a_cut_off_call(fmt):
+    text, _ = PARTIAL[fmt]
+    parser = get_parser(fmt)(TOOLS)
+    parser.whole_calls = True  # as the server's APIs parse: a client gets only calls it can run
+    deltas = [parser.feed(text), parser.finish()]
+    assert not any(d.calls for d in deltas)
+    assert "".join(d.content for d in deltas) == text
+    assert parser.result() == (text, [])
+
+
+def test_whole_calls_release_each_call_at_once_with_contiguous_indices():
+    text = (
+        '<tool_call>{"name": "get_weather", "arguments": {"city": 1 2}}</tool_call>'
+        '<tool_call>{"name": "get_weather", "arguments": {"city": "Paris"}}</tool_call>'
+    )
+    parser = get_parser("hermes")(TOOLS)
+    parser.whole_calls = True
+    deltas = [parser.feed(ch) for ch in text] + [parser.finish()]
+    calls = [c for d in deltas for c in d.calls]
+    assert [(c.index, c.name, c.arguments) for c in calls] == [(0, "get_weather", '{"city": "Paris"}')]
+    check_stream(parser.result(), deltas)
+
+
 def test_ids_are_fresh_per_call_and_per_parse():
     text = "[TOOL_CALLS]get_time[ARGS]{}[TOOL_CALLS]get_time[ARGS]{}"
     ids = [c.id for _ in range(3) for c in get_parser("mistral").parse(text, TOOLS)[1]]
