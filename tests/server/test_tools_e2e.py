@@ -100,12 +100,10 @@ def test_named_tool_choice_streams_the_same_call(oai, required_call):
     chunks = list(chat(oai, tools=[WEATHER], stream=True,
                        tool_choice={"type": "function", "function": {"name": "get_weather"}}))
     deltas = [d for c in chunks if c.choices for d in c.choices[0].delta.tool_calls or ()]
-    first, rest = deltas[0], deltas[1:]
+    [first] = deltas  # a call is sent once complete: name and whole arguments in one delta
     assert first.index == 0 and first.type == "function" and first.function.name == "get_weather"
     assert re.fullmatch(r"call_[A-Za-z0-9]{24}", first.id)
-    assert rest and all(d.index == 0 and d.id is None and d.function.name is None for d in rest)
-    arguments = "".join(d.function.arguments or "" for d in deltas)
-    assert arguments == required_call.choices[0].message.tool_calls[0].function.arguments
+    assert first.function.arguments == required_call.choices[0].message.tool_calls[0].function.arguments
     assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == ""
     assert chunks[-1].choices[0].finish_reason == "tool_calls"
     assert all(c.choices[0].finish_reason is None for c in chunks[:-1])
