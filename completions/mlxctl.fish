@@ -58,6 +58,7 @@ complete -c mlxctl -n '__fish_seen_subcommand_from serve' -l max-num-seqs -r -F 
 complete -c mlxctl -n '__fish_seen_subcommand_from serve' -l prefill-chunk -r -F -d 'Prompt tokens processed per engine step; 0: 512 on CPU, 2048 on GPU'
 complete -c mlxctl -n '__fish_seen_subcommand_from serve' -l max-waiting -r -F -d 'Queued requests before new ones get 503'
 complete -c mlxctl -n '__fish_seen_subcommand_from serve' -l stream-interval -r -F -d 'Tokens per streamed chunk'
+complete -c mlxctl -n '__fish_seen_subcommand_from serve' -l sse-ping-interval -r -F -d 'A streamed response with nothing sent for this long (queued, prefilling) gets a keep-alive: an SSE comment, Anthropic\'s ping event on /v1/messages; 0: none'
 complete -c mlxctl -n '__fish_seen_subcommand_from serve' -l api-key -r -F -d 'Require this key (Authorization: Bearer or x-api-key)'
 complete -c mlxctl -n '__fish_seen_subcommand_from serve' -l api-key-file -r -F -d 'Read the API key from this file'
 complete -c mlxctl -n '__fish_seen_subcommand_from serve' -l auth-health -l no-auth-health -d 'Whether /health and /metrics need the key too'

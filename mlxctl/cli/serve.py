@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 from typing import Annotated, Any, Optional
@@ -30,6 +31,7 @@ SeqsOpt = Annotated[int, typer.Option("--max-num-seqs", metavar="N", min=1, help
 ChunkOpt = Annotated[int, typer.Option("--prefill-chunk", metavar="N", min=0, help="Prompt tokens processed per engine step; 0: 512 on CPU, 2048 on GPU.")]
 WaitingOpt = Annotated[int, typer.Option("--max-waiting", metavar="N", min=0, help="Queued requests before new ones get 503.")]
 IntervalOpt = Annotated[int, typer.Option("--stream-interval", metavar="N", min=1, help="Tokens per streamed chunk.")]
+SsePingOpt = Annotated[str, typer.Option("--sse-ping-interval", metavar="SECONDS", help="A streamed response with nothing sent for this long (queued, prefilling) gets a keep-alive: an SSE comment, Anthropic's ping event on /v1/messages; 0: none.")]
 KeyOpt = Annotated[Optional[str], typer.Option("--api-key", metavar="KEY", envvar="MLXCTL_API_KEY", show_default=False, help="Require this key (Authorization: Bearer or x-api-key).")]
 KeyFileOpt = Annotated[Optional[Path], typer.Option("--api-key-file", metavar="PATH", show_default=False, help="Read the API key from this file.")]
 AuthHealthOpt = Annotated[bool, typer.Option("--auth-health/--no-auth-health", help="Whether /health and /metrics need the key too.")]
@@ -81,6 +83,7 @@ def serve(
     prefill_chunk: ChunkOpt = 0,
     max_waiting: WaitingOpt = 256,
     stream_interval: IntervalOpt = 1,
+    sse_ping_interval: SsePingOpt = "5",
     api_key: KeyOpt = None,
     api_key_file: KeyFileOpt = None,
     auth_health: AuthHealthOpt = False,
@@ -132,7 +135,8 @@ def serve(
         cors_origins=tuple(cors_origin or ()), max_body_bytes=int(max_body_mb * 1024 * 1024),
         rate_limit_per_minute=rate_limit, max_waiting=max_waiting, request_timeout_s=request_timeout,
         header_timeout_s=header_timeout, max_connections=max_connections,
-        stream_interval=stream_interval, drain_grace_s=drain_grace, log_format=log_format,
+        stream_interval=stream_interval, sse_ping_interval_s=ping_interval(sse_ping_interval),
+        drain_grace_s=drain_grace, log_format=log_format,
         warm_prompts=warm_prompts, warm_prompts_concurrency=warm_prompts_concurrency,
         tool_call_parser=tool_call_parser, reasoning_parser=reasoning_parser, mcp_config=mcp_config,
         mcp_max_rounds=mcp_max_rounds, mcp_audit_log=mcp_audit_log, embedding_model=embedding_model,
@@ -166,6 +170,18 @@ def _check_flags(log_format: str, bits: int, prefix_cache: bool, cache_dir: Path
         raise BadInputError("--log-file goes with --tui (without it, request logs go to stderr)")
     if tui and not sys.stdout.isatty():
         raise BadInputError("'serve --tui' needs a terminal", hint="drop --tui, and watch it with mlxctl top")
+
+
+def ping_interval(text: str) -> float:
+    """--sse-ping-interval in seconds: a finite number, 0 or more (0: no keep-alives)."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not (math.isfinite(seconds) and seconds >= 0):
+        raise BadInputError(f"--sse-ping-interval must be a number of seconds, 0 or more, got {text!r}",
+                            hint="5 sends a keep-alive after 5 s of silence; 0 turns them off")
+    return seconds
 
 
 def _settings(*, warm_prompts: Path | None, tool_call_parser: str, reasoning_parser: str, mcp_config: Path | None,

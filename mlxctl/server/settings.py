@@ -20,6 +20,7 @@ class ServeSettings:
     header_timeout_s: float = 30.0  # a connection waiting for a request's headers longer is closed
     max_connections: int = 512  # open connections at once; past this a new one gets 503
     stream_interval: int = 1  # tokens per streamed chunk
+    sse_ping_interval_s: float = 5.0  # a streamed response silent this long gets a keep-alive; 0: none
     drain_grace_s: float = 30.0  # SIGTERM: how long in-flight requests may take to finish
     log_format: str = "human"  # human | json
     aliases: tuple[str, ...] = field(default=())  # other model names accepted in requests

@@ -24,6 +24,7 @@ from mlxctl.server.body import parse_body
 from mlxctl.server.errors import ApiError, error_body
 from mlxctl.server.generate import generation
 from mlxctl.server.images import content_field, image_token, load_images
+from mlxctl.server.keepalive import kept_alive
 from mlxctl.server.keys import SETTINGS
 from mlxctl.server.served_model import model_formats, use_model
 from mlxctl.server.sse import open_sse, send
@@ -117,7 +118,7 @@ async def _stream_events(request: web.Request, resp: web.StreamResponse, req: Me
                 await _emit(resp, events.ping())
                 pinged = True
 
-    async for text in chunks:
+    async for text in kept_alive(request, resp, chunks, lambda: _emit(resp, events.ping())):
         await emit_all(blocks.feed(splitter.feed(text)))
     await emit_all(blocks.feed(splitter.finish()) + blocks.close())
     stop = stop_reason(chunks.finish.reason, chunks.finish.stop_string, blocks.called)

@@ -23,6 +23,7 @@ from mlxctl.engine.streams import RequestStream
 from mlxctl.errors import MlxctlError
 from mlxctl.server.errors import ApiError, error_body
 from mlxctl.server.generate import generation
+from mlxctl.server.keepalive import kept_alive
 from mlxctl.server.keys import SETTINGS
 from mlxctl.server.sse import open_sse, send
 
@@ -73,7 +74,7 @@ async def _send_pieces(request, resp, streams, jobs, output) -> list:
     interval = request.app[SETTINGS].stream_interval
     groupers = [ChunkGrouper(interval, job.params.logprobs, len(job.echo)) for job in jobs]
     usages = [None] * len(jobs)
-    async with aclosing(merge_streams(streams)) as events:
+    async with aclosing(merge_streams(streams)) as merged, aclosing(kept_alive(request, resp, merged)) as events:
         async for i, event in events:
             if isinstance(event, FinishEvent):
                 usages[i] = event.usage

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Any
 
 from aiohttp import web
@@ -28,6 +29,7 @@ from mlxctl.server.body import parse_body
 from mlxctl.server.errors import ApiError
 from mlxctl.server.generate import generation
 from mlxctl.server.images import image_token, load_images
+from mlxctl.server.keepalive import kept_alive
 from mlxctl.server.keys import SETTINGS
 from mlxctl.server.response_keys import store_of
 from mlxctl.server.served_model import model_formats, use_model
@@ -101,7 +103,7 @@ async def _stream(request: web.Request, draft: ResponseDraft, messages: list, pr
         async with generation(request, tokens, params, images=images) as stream:
             resp = await open_sse(request)
             chunks = TextChunks(stream, max(1, request.app[SETTINGS].stream_interval))
-            await _stream_events(resp, events, chunks, splitter)
+            await _stream_events(resp, events, kept_alive(request, resp, chunks), splitter)
             result = splitter.result()
             body = finished_body(draft, chunks.finish.reason, result, chunks.finish.usage, events.items)
             for event in events.closing(body):
@@ -116,7 +118,7 @@ async def _stream(request: web.Request, draft: ResponseDraft, messages: list, pr
     return resp
 
 
-async def _stream_events(resp: web.StreamResponse, events: ResponseEvents, chunks: TextChunks,
+async def _stream_events(resp: web.StreamResponse, events: ResponseEvents, chunks: AsyncIterator[str],
                          splitter: OutputSplitter) -> None:
     for event in events.opening():
         await _emit(resp, event)

@@ -1,0 +1,56 @@
+"""Keep-alives on a streamed response: while a request waits in the queue, prefills or generates
+text that is not sent yet, nothing else is written, and clients give up on a silent stream
+(Claude Code after about 15 s). ``kept_alive`` reads a view's source of events with a deadline
+of ``--sse-ping-interval`` seconds since the response last wrote, and writes the protocol's ping
+whenever it passes: an SSE comment by default, Anthropic's ``ping`` event where given."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import TypeVar
+
+from aiohttp import web
+
+from mlxctl.server.keys import SETTINGS
+from mlxctl.server.sse import SseResponse, send_comment
+
+T = TypeVar("T")
+_END = object()
+
+
+def kept_alive(request: web.Request, resp: SseResponse, items: AsyncIterator[T],
+               ping: Callable[[], Awaitable[None]] | None = None) -> AsyncIterator[T]:
+    """``items`` as they come, with ``ping()`` (default ``: ping``) after each silence of the interval."""
+    interval = request.app[SETTINGS].sse_ping_interval_s
+    if interval <= 0:
+        return items
+    return _pinged(items, resp, interval, ping or (lambda: send_comment(resp, "ping")))
+
+
+async def _pinged(items: AsyncIterator[T], resp: SseResponse, interval: float,
+                  ping: Callable[[], Awaitable[None]]) -> AsyncIterator[T]:
+    loop, source, pending = asyncio.get_running_loop(), aiter(items), None
+    try:
+        while True:
+            pending = pending or asyncio.ensure_future(_next(source))  # kept across pings: never cancelled
+            quiet_for = loop.time() - resp.last_write
+            done, _ = await asyncio.wait({pending}, timeout=max(0.0, interval - quiet_for))
+            if not done:
+                await ping()
+                continue
+            item, pending = pending.result(), None
+            if item is _END:
+                return
+            yield item
+    finally:
+        if pending is not None:  # the view left early: stop the read before its source is closed
+            pending.cancel()
+            await asyncio.wait({pending})
+
+
+async def _next(source: AsyncIterator[T]) -> object:
+    try:
+        return await anext(source)
+    except StopAsyncIteration:
+        return _END
