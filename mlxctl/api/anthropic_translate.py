@@ -32,6 +32,7 @@ from mlxctl.api.chat_split import SplitResult, arguments_object
 from mlxctl.api.chat_plan import render_plan
 from mlxctl.api.prompt import encode_text
 from mlxctl.engine.events import FinishReason, Usage
+from mlxctl.api.sampling_defaults import NO_DEFAULTS, SamplingDefaults
 from mlxctl.engine.sampling import SamplingParams
 from mlxctl.errors import BadInputError, UnavailableError
 from mlxctl.vision import NO_IMAGES
@@ -164,12 +165,12 @@ def prompt_tokens(tokenizer: Any, req: CountTokensRequest, formats: ModelFormats
     return tokens, plan, opens and not prefill
 
 
-def sampling_params(req: MessagesRequest) -> SamplingParams:
+def sampling_params(req: MessagesRequest, defaults: SamplingDefaults = NO_DEFAULTS) -> SamplingParams:
+    """max_tokens is required here, so ``defaults`` give only the sampling fields omitted."""
+    given = {"temperature": req.temperature, "top_p": req.top_p, "top_k": req.top_k}
     return SamplingParams(
         max_tokens=req.max_tokens, max_tokens_field="max_tokens",
-        temperature=1.0 if req.temperature is None else req.temperature,
-        top_p=1.0 if req.top_p is None else req.top_p,
-        top_k=req.top_k or 0,
+        **{**defaults.sampling(), **{k: v for k, v in given.items() if v is not None}},
         stop=tuple(req.stop_sequences or ()),
     )
 

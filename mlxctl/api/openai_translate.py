@@ -40,6 +40,7 @@ from mlxctl.api.openai_models import (
     VideoPart,
 )
 from mlxctl.api.prompt import encode_text
+from mlxctl.api.sampling_defaults import NO_DEFAULTS, SamplingDefaults
 from mlxctl.engine.kv.media import cache_salt
 from mlxctl.engine.sampling import SamplingParams
 from mlxctl.errors import BadInputError
@@ -63,16 +64,17 @@ class Job:
 
 
 def chat_jobs(body: ChatCompletionRequest, tokenizer: Any, formats: ModelFormats | None = None, *,
-              images: Sequence[Any] = (), image_token: str | None = None) -> tuple[list[Job], ChatPlan]:
+              images: Sequence[Any] = (), image_token: str | None = None,
+              defaults: SamplingDefaults = NO_DEFAULTS) -> tuple[list[Job], ChatPlan]:
     """``images``: the request's images and videos (see ``chat_media_refs``), loaded;
     ``image_token``: the model's image placeholder text (None: a text-only model, which refuses
-    image and video parts)."""
+    image and video parts); ``defaults``: what omitted sampling fields take."""
     formats = formats or ModelFormats()
     plan = chat_plan(body, formats)
     videos = iter([m for m in images if isinstance(m, VideoInput)])
     messages = [template_message(m, image_token, videos) for m in body.messages]
     jobs, opens = render_plan(tokenizer, plan, formats, messages)
-    params = with_plan(chat_params(body), plan, opens)
+    params = with_plan(chat_params(body, defaults), plan, opens)
     salt = cache_salt(salt=body.cache_salt)
     return [dataclasses.replace(j, reasoning_open=opens, cache_salt=salt, images=image_inputs(images))
             for j in fan_out([(jobs, "")], params, body.n)], plan
@@ -125,10 +127,11 @@ def chat_plan(body: ChatCompletionRequest, formats: ModelFormats) -> ChatPlan:
                      parallel=body.parallel_tool_calls is True)
 
 
-def completion_jobs(body: CompletionRequest, tokenizer: Any, vocab_size: int) -> list[Job]:
+def completion_jobs(body: CompletionRequest, tokenizer: Any, vocab_size: int,
+                    defaults: SamplingDefaults = NO_DEFAULTS) -> list[Job]:
     prompts = [_prompt(p, tokenizer, vocab_size, body.echo) for p in prompt_list(body.prompt)]
     salt = cache_salt(salt=body.cache_salt)
-    return [dataclasses.replace(j, cache_salt=salt) for j in fan_out(prompts, completion_params(body), body.n)]
+    return [dataclasses.replace(j, cache_salt=salt) for j in fan_out(prompts, completion_params(body, defaults), body.n)]
 
 
 def fan_out(prompts: list[tuple[list[int], str]], params: SamplingParams, n: int) -> list[Job]:
@@ -198,23 +201,31 @@ def _prompt(prompt: str | list[int], tokenizer: Any, vocab_size: int, echo: bool
     return list(prompt), tokenizer.decode(prompt) if echo else ""
 
 
-def chat_params(body: ChatCompletionRequest) -> SamplingParams:
-    max_tokens = body.max_completion_tokens or body.max_tokens  # None: until the context is full
+def chat_params(body: ChatCompletionRequest, defaults: SamplingDefaults = NO_DEFAULTS) -> SamplingParams:
+    max_tokens = body.max_completion_tokens or body.max_tokens  # None: the default cap, else the context
+    if max_tokens is None:
+        return _params(body, defaults.max_tokens, body.logprobs, body.top_logprobs or 0, field=None, defaults=defaults)
     field = "max_completion_tokens" if body.max_completion_tokens else "max_tokens"
-    return _params(body, max_tokens, body.logprobs, body.top_logprobs or 0, field=field)
+    return _params(body, max_tokens, body.logprobs, body.top_logprobs or 0, field=field, defaults=defaults)
 
 
-def completion_params(body: CompletionRequest) -> SamplingParams:
+def completion_params(body: CompletionRequest, defaults: SamplingDefaults = NO_DEFAULTS) -> SamplingParams:
     given = "max_tokens" in body.model_fields_set  # OpenAI's default of 16 is capped to the context
-    return _params(body, body.max_tokens, body.logprobs is not None, body.logprobs or 0,
-                   field="max_tokens" if given else None)
+    max_tokens = body.max_tokens if given else _first(defaults.max_tokens, body.max_tokens)
+    return _params(body, max_tokens, body.logprobs is not None, body.logprobs or 0,
+                   field="max_tokens" if given else None, defaults=defaults)
+
+
+def _first(value: Any, fallback: Any) -> Any:
+    return fallback if value is None else value
 
 
 def _params(body: SamplingFields, max_tokens: int | None, logprobs: bool, top: int, *,
-            field: str | None) -> SamplingParams:
+            field: str | None, defaults: SamplingDefaults) -> SamplingParams:
     """``field``: the request field max_tokens was given as (None: a default, capped to the context)."""
     params = SamplingParams(
-        max_tokens=max_tokens, max_tokens_field=field, logprobs=logprobs, top_logprobs=top, **_sampling(body),
+        max_tokens=max_tokens, max_tokens_field=field, logprobs=logprobs, top_logprobs=top,
+        **{**defaults.sampling(), **_sampling(body)},
         logit_bias={int(k): v for k, v in (body.logit_bias or {}).items()},
         stop=body.stop or (), stop_token_ids=tuple(body.stop_token_ids or ()), ignore_eos=body.ignore_eos,
         skip_special_tokens=body.skip_special_tokens,

@@ -33,6 +33,7 @@ from mlxctl.api.responses_models import (
 )
 from mlxctl.api.responses_objects import ResponseDraft, output_items
 from mlxctl.engine.events import FinishReason, Usage
+from mlxctl.api.sampling_defaults import NO_DEFAULTS, SamplingDefaults
 from mlxctl.engine.sampling import SamplingParams
 from mlxctl.errors import BadInputError, UnavailableError
 from mlxctl.vision import NO_IMAGES
@@ -140,12 +141,14 @@ def prompt_tokens(tokenizer: Any, req: ResponsesRequest, messages: list[dict[str
     return tokens, plan, opens
 
 
-def sampling_params(req: ResponsesRequest) -> SamplingParams:
-    return SamplingParams(
-        max_tokens=req.max_output_tokens, max_tokens_field="max_output_tokens",
-        temperature=1.0 if req.temperature is None else req.temperature,
-        top_p=1.0 if req.top_p is None else req.top_p,
-    )
+def sampling_params(req: ResponsesRequest, defaults: SamplingDefaults = NO_DEFAULTS) -> SamplingParams:
+    """No max_output_tokens (Codex sends none): the default cap, else up to the context."""
+    given = {"temperature": req.temperature, "top_p": req.top_p}
+    if req.max_output_tokens is None:
+        limit = {"max_tokens": defaults.max_tokens, "max_tokens_field": None}
+    else:
+        limit = {"max_tokens": req.max_output_tokens, "max_tokens_field": "max_output_tokens"}
+    return SamplingParams(**limit, **{**defaults.sampling(), **{k: v for k, v in given.items() if v is not None}})
 
 
 def usage_body(usage: Usage, reasoning_tokens: int = 0) -> dict:

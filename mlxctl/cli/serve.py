@@ -14,6 +14,7 @@ from mlxctl.cli.context import output_for
 from mlxctl.cli.options import (DEFAULT_HOST, DEFAULT_PORT, HostOpt, LoadFormatOpt, MoeTopKOpt, PortOpt,
                                 TensorParallelOpt)
 from mlxctl.cli.output import Output
+from mlxctl.cli.serve_sampling import MaxTokensOpt, TemperatureOpt, TopKOpt, TopPOpt, sampling_defaults
 from mlxctl.cli.tensor_parallel import check_serve_options
 from mlxctl.errors import BadInputError
 
@@ -84,6 +85,10 @@ def serve(
     max_waiting: WaitingOpt = 256,
     stream_interval: IntervalOpt = 1,
     sse_ping_interval: SsePingOpt = "5",
+    default_temperature: TemperatureOpt = None,
+    default_top_p: TopPOpt = None,
+    default_top_k: TopKOpt = None,
+    default_max_tokens: MaxTokensOpt = None,
     api_key: KeyOpt = None,
     api_key_file: KeyFileOpt = None,
     auth_health: AuthHealthOpt = False,
@@ -142,6 +147,7 @@ def serve(
         mcp_max_rounds=mcp_max_rounds, mcp_audit_log=mcp_audit_log, embedding_model=embedding_model,
         stt_model=stt_model, tts_model=tts_model, allowed_local_media_path=allowed_local_media_path,
         allow_remote_media=allow_remote_media,
+        sampling_defaults=sampling_defaults(default_temperature, default_top_p, default_top_k, default_max_tokens),
     )
     prefix = _prefix_config(prefix_cache, prefix_block_size, prefix_cache_gb, prefix_cache_bits, cache_dir, cache_dir_gb)
     from mlxctl.cli.serve_models import load_models_config, pool_specs

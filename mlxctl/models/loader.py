@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from mlxctl.api.sampling_defaults import read_generation_config
 from mlxctl.errors import BadInputError, ModelFormatError, ModelNotFoundError
 from mlxctl.models.manifest import model_name
 
@@ -31,6 +32,7 @@ class LoadedModel:
     eos_token_ids: set[int]
     name: str
     vision: Any = field(default=None, repr=False)  # mlxctl.vision.adapter.VisionAdapter, for image input
+    generation_config: dict = field(default_factory=dict, repr=False)  # the folder's generation_config.json
 
 
 def load_model(path: Path, dtype: str = "auto", *, name: str | None = None,
@@ -63,6 +65,7 @@ def load_model(path: Path, dtype: str = "auto", *, name: str | None = None,
         eos_token_ids=set(tokenizer.eos_token_ids),
         name=name or model_name(path),
         vision=vision,
+        generation_config=read_generation_config(path),
     )
 
 

@@ -424,10 +424,11 @@ class _ServerRounds:
         from mlxctl.api.openai_output import ChatOutput
         from mlxctl.api.openai_pieces import whole
         from mlxctl.api.openai_translate import chat_jobs
+        from mlxctl.server.served_model import sampling_defaults
         from mlxctl.server.views.openai_stream import open_generations
 
         jobs, plan = chat_jobs(round_body, self.tokenizer, self.formats, images=self.images,
-                               image_token=self.image_token)
+                               image_token=self.image_token, defaults=sampling_defaults(self.request))
         async with AsyncExitStack() as stack:
             (stream,) = await open_generations(self.request, stack, jobs)
             completion = await stream.collect_async()

@@ -96,3 +96,17 @@ def formats_for(app: web.Application, tokenizer: Any) -> Any:
         cached = (tokenizer, ModelFormats.detect(tokenizer, settings.tool_call_parser, settings.reasoning_parser))
         state.formats = {**(state.formats or {}), id(tokenizer): cached}
     return cached[1]
+
+
+def sampling_defaults(request: web.Request) -> Any:
+    """What the request's omitted sampling fields take: the serve flags, else the model's
+    generation_config.json (api/sampling_defaults.py)."""
+    return defaults_for(request.app, engine_of(request).model)
+
+
+def defaults_for(app: web.Application, loaded: Any) -> Any:
+    """The serve flags' defaults over those of ``loaded``'s generation_config.json (a LoadedModel)."""
+    from mlxctl.api.sampling_defaults import from_generation_config
+
+    config = getattr(loaded, "generation_config", None) or {}
+    return app[SETTINGS].sampling_defaults.over(from_generation_config(config))

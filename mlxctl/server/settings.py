@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from mlxctl.api.sampling_defaults import SamplingDefaults
+
 
 @dataclass(frozen=True)
 class ServeSettings:
@@ -37,3 +39,4 @@ class ServeSettings:
     tts_model: str | None = None  # --tts-model: /v1/audio/speech's model (None: kokoro-82m, on first use)
     allowed_local_media_path: str | None = None  # file:// image URLs may name files in this folder (None: refused)
     allow_remote_media: bool = False  # http(s) image/video URLs are fetched (public addresses only); False: refused
+    sampling_defaults: SamplingDefaults = field(default_factory=SamplingDefaults)  # serve --default-*

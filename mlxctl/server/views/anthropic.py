@@ -26,7 +26,7 @@ from mlxctl.server.generate import generation
 from mlxctl.server.images import content_field, image_token, load_images
 from mlxctl.server.keepalive import kept_alive
 from mlxctl.server.keys import SETTINGS
-from mlxctl.server.served_model import model_formats, use_model
+from mlxctl.server.served_model import model_formats, sampling_defaults, use_model
 from mlxctl.server.sse import open_sse, send
 from mlxctl.server.text_chunks import TextChunks
 from mlxctl.vision import images_refused, vision_of
@@ -56,7 +56,7 @@ async def messages(request: web.Request) -> web.StreamResponse:
     images = await load_images(request, engine, _image_refs(req))
     tokens, plan, opens = prompt_tokens(engine.model.tokenizer, req, model_formats(request),
                                         image_token=image_token(engine))
-    params = with_plan(sampling_params(req), plan, opens)
+    params = with_plan(sampling_params(req, sampling_defaults(request)), plan, opens)
     splitter = new_splitter(plan, opens)
     if req.stream:
         return await _stream(request, req, tokens, params, splitter, images)

@@ -39,16 +39,25 @@ def entries(app: web.Application) -> list[dict[str, Any]]:
     """The primary model and its aliases, the resident pool, the embedding model."""
     settings, engine = app[SETTINGS], app[ENGINE]
     primary = {"state": "ready" if engine.model is not None else "loading", "pinned": True,
-               **model_facts(app, engine.model)}
+               **model_facts(app, engine.model), "sampling_defaults": sampling_defaults(app, engine.model)}
     data = [_entry(n, primary) for n in (settings.model_name, *settings.aliases)]
     for resident in app[POOL].models.values():
         loaded = getattr(resident.engine, "model", None) if resident.state == "ready" else None
         fields = {k: v for k, v in resident.describe().items() if k != "id"}
-        data.append(_entry(resident.name, {**fields, **model_facts(app, loaded)}))
+        data.append(_entry(resident.name, {**fields, **model_facts(app, loaded),
+                                           "sampling_defaults": sampling_defaults(app, loaded)}))
     from mlxctl.server.views.embeddings import listed_models
 
     data.extend({**UNKNOWN, **e} for e in listed_models(app, STARTED))  # serve --embedding-model
     return data
+
+
+def sampling_defaults(app: web.Application, loaded: Any) -> dict[str, Any] | None:
+    """What a request's omitted sampling fields take on this model (None while it is not loaded:
+    its generation_config.json is read when it loads)."""
+    from mlxctl.server.served_model import defaults_for
+
+    return None if loaded is None else defaults_for(app, loaded).effective(loaded.context_length)
 
 
 def _entry(name: str, fields: dict[str, Any]) -> dict[str, Any]:

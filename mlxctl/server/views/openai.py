@@ -24,7 +24,7 @@ from mlxctl.server.body import parse_body
 from mlxctl.server.errors import ApiError
 from mlxctl.server.images import image_token, load_images
 from mlxctl.server.mcp_loop import chat_with_mcp, wants_mcp
-from mlxctl.server.served_model import model_formats, use_model
+from mlxctl.server.served_model import model_formats, sampling_defaults, use_model
 from mlxctl.server.views.openai_stream import open_generations, stream_response
 
 
@@ -36,7 +36,8 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     images = await load_images(request, engine, refs)
     if wants_mcp(body):  # "mcp": true or a {"type": "mcp"} tool: the server runs MCP tool calls
         return await chat_with_mcp(request, body, tokenizer, images, image_token(engine))
-    jobs, plan = chat_jobs(body, tokenizer, model_formats(request), images=images, image_token=image_token(engine))
+    jobs, plan = chat_jobs(body, tokenizer, model_formats(request), images=images, image_token=image_token(engine),
+                           defaults=sampling_defaults(request))
     output = ChatOutput(body.model, tokenizer, body.include_usage, plan, jobs[0].reasoning_open)
     return await _respond(request, body, jobs, output)
 
@@ -44,7 +45,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
 async def completions(request: web.Request) -> web.StreamResponse:
     body = await parse_body(request, CompletionRequest)
     engine = await use_model(request, body.model, body.keep_alive)
-    jobs = completion_jobs(body, engine.model.tokenizer, engine.vocab_size)
+    jobs = completion_jobs(body, engine.model.tokenizer, engine.vocab_size, sampling_defaults(request))
     tokenizer = engine.model.tokenizer
     return await _respond(request, body, jobs, CompletionOutput(body.model, tokenizer, body.include_usage))
 

@@ -32,7 +32,7 @@ from mlxctl.server.images import image_token, load_images
 from mlxctl.server.keepalive import kept_alive
 from mlxctl.server.keys import SETTINGS
 from mlxctl.server.response_keys import store_of
-from mlxctl.server.served_model import model_formats, use_model
+from mlxctl.server.served_model import model_formats, sampling_defaults, use_model
 from mlxctl.server.sse import open_sse, send
 from mlxctl.server.text_chunks import TextChunks
 
@@ -71,7 +71,7 @@ async def create(request: web.Request) -> web.StreamResponse:
     loaded = await load_images(request, engine, image_refs(req))
     messages = conversation(req, previous, loaded, image_token(engine))
     tokens, plan, opens = prompt_tokens(engine.model.tokenizer, req, messages, model_formats(request))
-    params, splitter = with_plan(sampling_params(req), plan, opens), new_splitter(plan, opens)
+    params, splitter = with_plan(sampling_params(req, sampling_defaults(request)), plan, opens), new_splitter(plan, opens)
     draft, images = ResponseDraft(req), conversation_images(messages)
     if req.stream:
         return await _stream(request, draft, messages, (tokens, images), params, splitter)
