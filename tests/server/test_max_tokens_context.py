@@ -115,7 +115,7 @@ def test_only_a_limit_the_request_gave_is_refused():
     """What the engine refuses (a field named) or caps (none): chat without a limit, and the
     completions default of 16, are capped to the context."""
     chat = chat_params(ChatCompletionRequest(model=MODEL, messages=HI))
-    assert (chat.max_tokens, chat.max_tokens_field) == (None, "max_tokens")  # None: up to the context
+    assert (chat.max_tokens, chat.max_tokens_field) == (None, None)  # no limit given: up to the context
     given = completion_params(CompletionRequest(model=MODEL, prompt="x", max_tokens=16))
     default = completion_params(CompletionRequest(model=MODEL, prompt="x"))
     assert (given.max_tokens, given.max_tokens_field) == (16, "max_tokens")
