@@ -6,7 +6,8 @@ message_delta -> message_stop. Each payload's ``type`` is also its SSE ``event:`
 
 from __future__ import annotations
 
-from mlxctl.api.anthropic_translate import usage_body
+from mlxctl.api.anthropic_translate import tool_use_id, usage_body
+from mlxctl.api.output_stream import CALL, REASONING, TEXT, Delta, Open, Segment
 
 
 def message_start(message_id: str, model: str, input_tokens: int) -> dict:
@@ -47,66 +48,39 @@ def content_block_stop(index: int = 0) -> dict:
 
 
 class BlockStream:
-    """Split pieces (reasoning, text, tool-call deltas) -> content-block events, opening and
-    closing blocks as the kind of output changes: thinking, then text, then tool_use blocks.
-
-    Blank text with no text block open (the newlines between ``</think>`` and a tool call) is held
-    back: it opens a text block only when more text follows, or at the end when nothing was called,
-    as the non-streamed message (``content_blocks``) has it."""
+    """Output segments (api/output_stream.py) -> content-block events: thinking, text and
+    tool_use blocks, numbered as they open; the first block's start is followed by a ``ping``,
+    as Anthropic sends it."""
 
     def __init__(self) -> None:
         self.index = -1
-        self.kind: str | None = None  # the open block: "thinking", "text" or "tool_use:<call index>"
-        self.called = False
-        self._blank = ""  # blank text held back
+        self.pinged = False
 
-    def feed(self, split) -> list[dict]:
-        out: list[dict] = []
-        if split.reasoning:
-            out += self._ensure("thinking", {"type": "thinking", "thinking": "", "signature": ""})
-            out.append(thinking_delta(split.reasoning, self.index))
-        if split.content:
-            out += self._text(split.content)
-        for delta in split.calls:
-            kind = f"tool_use:{delta.index}"
-            if delta.id is not None:
-                from mlxctl.api.anthropic_translate import tool_use_id
+    def events(self, segments: list[Segment]) -> list[dict]:
+        return [event for segment in segments for event in self._event(segment)]
 
-                self.called = True
-                out += self._ensure(kind, {"type": "tool_use", "id": tool_use_id(delta.id), "name": delta.name,
-                                           "input": {}})
-            if delta.arguments and self.kind == kind:
-                out.append(input_json_delta(delta.arguments, self.index))
-        return out
+    def _event(self, segment: Segment) -> list[dict]:
+        if isinstance(segment, Open):
+            self.index += 1
+            out = [content_block_start(self.index, _block(segment))]
+            if not self.pinged:
+                self.pinged = True
+                out.append(ping())
+            return out
+        if isinstance(segment, Delta):
+            return [_DELTAS[segment.part](segment.text, self.index)]
+        return ([signature_delta(self.index)] if segment.part == REASONING else []) + [content_block_stop(self.index)]
 
-    def close(self) -> list[dict]:
-        """Stop the open block (an empty text block when nothing was said at all)."""
-        out = self._text("", final=True) if self._blank and not self.called else []
-        if self.index < 0:
-            out += self._ensure("text", {"type": "text", "text": ""})
-        return out + self._stop()
 
-    def _text(self, text: str, final: bool = False) -> list[dict]:
-        text, self._blank = self._blank + text, ""
-        if not final and self.kind != "text" and not text.strip():
-            self._blank = text
-            return []
-        return self._ensure("text", {"type": "text", "text": ""}) + [text_delta(text, self.index)]
+_DELTAS = {REASONING: thinking_delta, TEXT: text_delta, CALL: input_json_delta}
 
-    def _ensure(self, kind: str, block: dict) -> list[dict]:
-        if self.kind == kind:
-            return []
-        out = self._stop()
-        self.index += 1
-        self.kind = kind
-        return out + [content_block_start(self.index, block)]
 
-    def _stop(self) -> list[dict]:
-        if self.kind is None:
-            return []
-        out = [signature_delta(self.index)] if self.kind == "thinking" else []
-        self.kind = None
-        return out + [content_block_stop(self.index)]
+def _block(part: Open) -> dict:
+    if part.part == REASONING:
+        return {"type": "thinking", "thinking": "", "signature": ""}
+    if part.part == TEXT:
+        return {"type": "text", "text": ""}
+    return {"type": "tool_use", "id": tool_use_id(part.call_id), "name": part.name, "input": {}}
 
 
 def message_delta(stop: tuple[str, str | None], usage) -> dict:

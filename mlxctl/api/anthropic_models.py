@@ -71,7 +71,7 @@ _BLOCK_TYPES = ("text", "image", "tool_use", "tool_result", "thinking", "redacte
 
 class Message(_Strict):
     """A turn; a ``system`` one (Claude Code sends them mid-conversation) takes text only and is
-    placed where it stands when the chat template renders it there (``anthropic_system.py``)."""
+    placed where it stands when the chat template renders it there (``system_messages.py``)."""
 
     role: Literal["user", "assistant", "system"]
     content: str | list[ContentBlock]

@@ -27,10 +27,8 @@ from mlxctl.api.chat_plan import (
     anthropic_tools,
     make_plan,
 )
-from mlxctl.api.anthropic_system import render_with_systems
+from mlxctl.api.chat_request import ChatRequest, render_chat_prompt
 from mlxctl.api.chat_split import SplitResult, arguments_object
-from mlxctl.api.chat_plan import render_plan
-from mlxctl.api.prompt import encode_text
 from mlxctl.engine.events import FinishReason, Usage
 from mlxctl.api.sampling_defaults import NO_DEFAULTS, SamplingDefaults
 from mlxctl.engine.sampling import SamplingParams
@@ -149,20 +147,25 @@ def chat_plan(req: CountTokensRequest, formats: ModelFormats) -> ChatPlan:
 
 
 def prompt_tokens(tokenizer: Any, req: CountTokensRequest, formats: ModelFormats | None = None, *,
-                  image_token: str | None = None) -> tuple[list[int], ChatPlan, bool]:
-    """The prompt's token ids, the plan, and whether the prompt opened thinking. A final
-    assistant message (text only) is a prefill the reply continues. Images are one
-    ``image_token`` each (the engine expands them; None: a text-only model, which refuses them)."""
+                  image_token: str | None = None) -> list[int]:
+    """The prompt's token ids (what count_tokens counts). Images are one ``image_token`` each (the
+    engine expands them; None: a text-only model, which refuses them)."""
     formats = formats or ModelFormats()
-    plan = chat_plan(req, formats)
-    messages = chat_messages(req, image_token)
-    prefill = ""
+    messages, prefill = _with_prefill(chat_messages(req, image_token))
+    return render_chat_prompt(tokenizer, formats, chat_plan(req, formats), messages, prefill)[0]
+
+
+def chat_request(req: MessagesRequest, formats: ModelFormats, *, image_token: str | None = None,
+                 defaults: SamplingDefaults = NO_DEFAULTS, images: tuple = ()) -> ChatRequest:
+    """A final assistant message (text only) is a prefill the reply continues."""
+    messages, prefill = _with_prefill(chat_messages(req, image_token))
+    return ChatRequest(messages, chat_plan(req, formats), sampling_params(req, defaults), prefill, images)
+
+
+def _with_prefill(messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], str]:
     if messages[-1]["role"] == "assistant" and not messages[-1].get("tool_calls"):
-        prefill = messages.pop()["content"]
-    tokens, opens = render_with_systems(lambda m: render_plan(tokenizer, plan, formats, m), tokenizer.decode, messages)
-    if prefill:
-        tokens += encode_text(tokenizer, prefill, special=False)
-    return tokens, plan, opens and not prefill
+        return messages[:-1], messages[-1]["content"]
+    return messages, ""
 
 
 def sampling_params(req: MessagesRequest, defaults: SamplingDefaults = NO_DEFAULTS) -> SamplingParams:

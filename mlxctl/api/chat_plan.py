@@ -260,8 +260,8 @@ def structured_outputs(spec: dict | None) -> OutputFormat | None:
 def make_plan(formats: ModelFormats, tools: list[dict], choice: ToolChoice, output_format: OutputFormat | None,
               *, template_kwargs: dict | None = None, thinking_budget: int | None = None,
               parallel: bool = False) -> ChatPlan:
-    if output_format is not None and choice.mode in ("required", "named"):
-        raise BadInputError("a structured output format and a required tool call cannot both be enforced")
+    if choice.mode in ("required", "named"):
+        output_format = None  # a forced turn's output is the call; the format is for a later turn's answer
     parser = (formats.tool_parser or formats.default_tool_parser) if tools and choice.mode != "none" else None
     if thinking_budget is not None and formats.reasoning_parser is None:
         raise BadInputError("a thinking budget was given, but this model has no reasoning format")

@@ -57,6 +57,12 @@ class OutputSplitter:
         step = self.reasoning.feed(text)
         return self._answer(step.reasoning, step.content)
 
+    def whole(self, text: str) -> SplitResult:
+        """A finished choice's whole text, split."""
+        self.feed(text)
+        self.finish()
+        return self.result()
+
     def finish(self) -> Split:
         if self.passthrough:
             return Split()

@@ -15,6 +15,7 @@ from typing import Any
 from mlxctl.api.chat_split import OutputSplitter, new_splitter
 from mlxctl.api.openai_logprobs import TokenBytes, chat_logprobs, legacy_logprobs
 from mlxctl.api.openai_pieces import Piece
+from mlxctl.api.output_stream import CALL, REASONING, ChoiceSegments, Delta, Open, Segment
 from mlxctl.engine.events import Usage
 
 
@@ -84,9 +85,7 @@ class ChatOutput(OpenAIOutput):
         super().__init__(model, tokenizer, include_usage)
         self.plan, self.reasoning_open = plan, reasoning_open
         self._splitters: dict[int, OutputSplitter] = {}
-        self._called: set[int] = set()
-        self._blank: dict[int, str] = {}  # a choice's blank text held back (see _content)
-        self._said: set[int] = set()  # choices that have sent text that is not blank
+        self._streams: dict[int, ChoiceSegments] = {}
 
     def splitter(self, index: int) -> OutputSplitter:
         if index not in self._splitters:
@@ -94,10 +93,7 @@ class ChatOutput(OpenAIOutput):
         return self._splitters[index]
 
     def choice(self, index: int, piece: Piece) -> dict[str, Any]:
-        splitter = self.splitter(index)
-        splitter.feed(piece.text)
-        splitter.finish()
-        result = splitter.result()
+        result = self.splitter(index).whole(piece.text)
         message: dict[str, Any] = {"role": "assistant", "content": result.content, "refusal": None}
         if result.reasoning is not None:
             message |= {"reasoning_content": result.reasoning, "reasoning": result.reasoning}
@@ -113,57 +109,51 @@ class ChatOutput(OpenAIOutput):
         return None if choice is None else self._chunk([choice])
 
     def chunk_choice(self, index: int, piece: Piece) -> dict[str, Any] | None:
-        splitter = self.splitter(index)
-        split = splitter.feed(piece.text)
-        if piece.finish_reason is not None:
-            split.extend(splitter.finish())
-        delta: dict[str, Any] = {}
-        if split.reasoning:
-            delta |= {"reasoning_content": split.reasoning, "reasoning": split.reasoning}
-        if split.calls:
-            self._called.add(index)
-        content = self._content(index, splitter, split.content, piece.finish_reason is not None)
-        if content or (splitter.passthrough and piece.finish_reason is None):
-            delta["content"] = content
-        if split.calls:
-            delta["tool_calls"] = [_call_delta(d) for d in split.calls]
-        reason = piece.finish_reason
-        if reason == "stop" and index in self._called:
-            reason = "tool_calls"
+        splitter, last = self.splitter(index), piece.finish_reason is not None
+        if index not in self._streams:  # blank text waits only where a call would make it content
+            self._streams[index] = ChoiceSegments(splitter, hold_blank=splitter.tools is not None)
+        stream = self._streams[index]
+        segments = stream.segments(piece.text, last)
+        delta = _delta(segments)
+        if "content" not in delta and splitter.passthrough and not last:
+            delta["content"] = ""  # no parser: every chunk carries content, as the text came
+        reason = "tool_calls" if piece.finish_reason == "stop" and stream.called else piece.finish_reason
         if not delta and reason is None and not piece.logprobs:
             return None  # text held back by a parser: nothing to send yet
-        return {"index": index, "delta": delta, "logprobs": chat_logprobs(self.tokens, piece.logprobs),
+        return {"index": index, "delta": _ordered(delta), "logprobs": chat_logprobs(self.tokens, piece.logprobs),
                 "finish_reason": reason}
-
-    def _content(self, index: int, splitter: OutputSplitter, text: str, last: bool) -> str:
-        """With tools, blank text before anything else is said (the newlines between ``</think>``
-        and a call) waits: it is sent with the text that follows, or at the end unless a tool was
-        called, so that the stream joins to the message's content (null for calls and blank text)."""
-        if splitter.tools is None or index in self._said:
-            return text
-        text = self._blank.pop(index, "") + text
-        if text.strip():
-            self._said.add(index)
-            return text
-        if last:
-            return "" if index in self._called else text
-        self._blank[index] = text
-        return ""
 
     def opening(self, index: int, echo: str) -> dict[str, Any]:
         delta = {"role": "assistant", "content": ""}
         return self._chunk([{"index": index, "delta": delta, "logprobs": None, "finish_reason": None}])
 
 
-def _call_delta(d: Any) -> dict[str, Any]:
-    out: dict[str, Any] = {"index": d.index}
-    if d.id is not None:
-        out |= {"id": d.id, "type": "function"}
-    fn: dict[str, Any] = {}
-    if d.name is not None:
-        fn["name"] = d.name
-    fn["arguments"] = d.arguments
-    return out | {"function": fn}
+def _delta(segments: list[Segment]) -> dict[str, Any]:
+    """One chunk's delta from its segments: reasoning, content and the calls' openings/arguments."""
+    delta: dict[str, Any] = {}
+    calls: list[dict[str, Any]] = []
+    for segment in segments:
+        if isinstance(segment, Open) and segment.part == CALL:
+            calls.append({"index": segment.index, "id": segment.call_id, "type": "function",
+                          "function": {"name": segment.name, "arguments": ""}})
+        elif isinstance(segment, Delta) and segment.part == CALL:
+            if not calls or calls[-1]["index"] != segment.index:
+                calls.append({"index": segment.index, "function": {"arguments": ""}})
+            calls[-1]["function"]["arguments"] += segment.text
+        elif isinstance(segment, Delta):
+            key = "reasoning_content" if segment.part == REASONING else "content"
+            delta[key] = delta.get(key, "") + segment.text
+    if calls:
+        delta["tool_calls"] = calls
+    return delta
+
+
+def _ordered(delta: dict[str, Any]) -> dict[str, Any]:
+    """Reasoning (under both of its names), then content, then tool calls."""
+    out: dict[str, Any] = {}
+    if "reasoning_content" in delta:
+        out |= {"reasoning_content": delta["reasoning_content"], "reasoning": delta["reasoning_content"]}
+    return out | {k: delta[k] for k in ("content", "tool_calls") if k in delta}
 
 
 class CompletionOutput(OpenAIOutput):

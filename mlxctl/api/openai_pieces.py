@@ -48,9 +48,10 @@ class ChunkGrouper:
         self._lps: list[TokenLogprob] = []
         self._tokens = 0
 
-    def add(self, event: TokenEvent | FinishEvent) -> Piece | None:
+    def add(self, event: TokenEvent | FinishEvent, raw: bool = False) -> Piece | None:
+        """``raw``: the last piece carries no finish_reason (the caller maps the FinishEvent)."""
         if isinstance(event, FinishEvent):
-            return self._take(event.text, finish_reason(event.reason))
+            return self._take(event.text, None if raw else finish_reason(event.reason))
         self._texts.append(event.text)
         self._lps.extend(event.logprobs or ())
         self._tokens += len(event.token_ids)

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from mlxctl.api.chat_plan import (
@@ -25,10 +24,9 @@ from mlxctl.api.chat_plan import (
     openai_choice,
     openai_response_format,
     openai_tools,
-    render_plan,
     structured_outputs,
-    with_plan,
 )
+from mlxctl.api.chat_request import ChatRequest, Job, prepare_chat
 from mlxctl.api.chat_split import arguments_object
 from mlxctl.api.openai_models import (
     ChatCompletionRequest,
@@ -50,34 +48,23 @@ from mlxctl.vision.sampling import VideoSampling
 from mlxctl.vision.video import VideoInput, video_prompt
 
 
-@dataclass(frozen=True)
-class Job:
-    """One choice to generate: its prompt tokens, how to sample, and text it starts with."""
-
-    index: int
-    tokens: list[int]
-    params: SamplingParams
-    echo: str = ""
-    reasoning_open: bool = False  # the prompt ends inside an open thinking block
-    cache_salt: str = ""  # engine/kv/media.py: keys the prefix cache beyond the tokens
-    images: tuple = ()  # vision.images.ImageInput, one per image placeholder of ``tokens``
-
-
 def chat_jobs(body: ChatCompletionRequest, tokenizer: Any, formats: ModelFormats | None = None, *,
               images: Sequence[Any] = (), image_token: str | None = None,
               defaults: SamplingDefaults = NO_DEFAULTS) -> tuple[list[Job], ChatPlan]:
     """``images``: the request's images and videos (see ``chat_media_refs``), loaded;
     ``image_token``: the model's image placeholder text (None: a text-only model, which refuses
     image and video parts); ``defaults``: what omitted sampling fields take."""
-    formats = formats or ModelFormats()
-    plan = chat_plan(body, formats)
+    prepared = prepare_chat(tokenizer, formats, chat_request(body, formats or ModelFormats(), images=images,
+                                                             image_token=image_token, defaults=defaults))
+    job = prepared.job()
+    return [dataclasses.replace(job, index=c, params=choice_params(job.params, c)) for c in range(body.n)], prepared.plan
+
+
+def chat_request(body: ChatCompletionRequest, formats: ModelFormats, *, images: Sequence[Any] = (),
+                 image_token: str | None = None, defaults: SamplingDefaults = NO_DEFAULTS) -> ChatRequest:
     videos = iter([m for m in images if isinstance(m, VideoInput)])
-    messages = [template_message(m, image_token, videos) for m in body.messages]
-    jobs, opens = render_plan(tokenizer, plan, formats, messages)
-    params = with_plan(chat_params(body, defaults), plan, opens)
-    salt = cache_salt(salt=body.cache_salt)
-    return [dataclasses.replace(j, reasoning_open=opens, cache_salt=salt, images=image_inputs(images))
-            for j in fan_out([(jobs, "")], params, body.n)], plan
+    return ChatRequest([template_message(m, image_token, videos) for m in body.messages], chat_plan(body, formats),
+                       chat_params(body, defaults), images=image_inputs(images), cache_salt=cache_salt(salt=body.cache_salt))
 
 
 def image_inputs(media: Sequence[Any]) -> tuple:

@@ -18,10 +18,10 @@ from mlxctl.api.chat_plan import (
     ModelFormats,
     make_plan,
     openai_choice,
-    render_plan,
     responses_text_format,
     responses_tools,
 )
+from mlxctl.api.chat_request import ChatRequest
 from mlxctl.api.chat_split import SplitResult, arguments_object
 from mlxctl.api.responses_models import (
     FunctionCallItem,
@@ -130,15 +130,13 @@ def chat_plan(req: ResponsesRequest, formats: ModelFormats) -> ChatPlan:
                      parallel=req.parallel_tool_calls is True)
 
 
-def prompt_tokens(tokenizer: Any, req: ResponsesRequest, messages: list[dict[str, Any]],
-                  formats: ModelFormats | None = None) -> tuple[list[int], ChatPlan, bool]:
+def chat_request(req: ResponsesRequest, messages: list[dict[str, Any]], formats: ModelFormats,
+                 defaults: SamplingDefaults = NO_DEFAULTS) -> ChatRequest:
     """Instructions apply to this request only: they are not carried to the next one."""
-    formats = formats or ModelFormats()
-    plan = chat_plan(req, formats)
     system = [{"role": "system", "content": req.instructions}] if req.instructions else []
     shown = [{k: v for k, v in m.items() if k != IMAGES} for m in messages]
-    tokens, opens = render_plan(tokenizer, plan, formats, system + shown)
-    return tokens, plan, opens
+    return ChatRequest(system + shown, chat_plan(req, formats), sampling_params(req, defaults),
+                       images=conversation_images(messages))
 
 
 def sampling_params(req: ResponsesRequest, defaults: SamplingDefaults = NO_DEFAULTS) -> SamplingParams:

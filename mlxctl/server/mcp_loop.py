@@ -425,7 +425,7 @@ class _ServerRounds:
         from mlxctl.api.openai_pieces import whole
         from mlxctl.api.openai_translate import chat_jobs
         from mlxctl.server.served_model import sampling_defaults
-        from mlxctl.server.views.openai_stream import open_generations
+        from mlxctl.server.streaming import open_generations
 
         jobs, plan = chat_jobs(round_body, self.tokenizer, self.formats, images=self.images,
                                image_token=self.image_token, defaults=sampling_defaults(self.request))

@@ -3,10 +3,11 @@
 Both backends stream one answer as :class:`Delta` pieces (reasoning, content, tool-call
 fragments) followed by one :class:`Done` with the token count and timings:
 
-* :class:`EngineBackend` renders the messages with the model's chat template, submits them to an
-  :class:`~mlxctl.engine.engine.Engine` with ``loop=`` (so the stream is read with ``async for``)
-  and splits the text with the model's reasoning format (``ModelFormats.detect`` +
-  ``new_splitter``). It can start its own engine (``open_engine``) or use one already started.
+* :class:`EngineBackend` prepares the messages as every server endpoint does
+  (``api.chat_request.prepare_chat``: the model's chat template, its reasoning format from
+  ``ModelFormats.detect``), submits them to an :class:`~mlxctl.engine.engine.Engine` with
+  ``loop=`` (so the stream is read with ``async for``) and splits the text with the prepared
+  splitter. It can start its own engine (``open_engine``) or use one already started.
 * :class:`DaemonBackend` posts to ``/v1/chat/completions`` with ``stream: true`` (httpx) and
   reads the ``reasoning_content`` / ``content`` / ``tool_calls`` deltas of the SSE chunks.
 
@@ -156,8 +157,8 @@ class EngineBackend:
         return self.formats.reasoning_parser if self.formats is not None else None
 
     async def stream(self, messages: list[dict], settings: ChatSettings) -> AsyncIterator[Event]:
-        from mlxctl.api.chat_plan import ToolChoice, make_plan, render_plan, with_plan
-        from mlxctl.api.chat_split import new_splitter
+        from mlxctl.api.chat_plan import ToolChoice, make_plan
+        from mlxctl.api.chat_request import ChatRequest, prepare_chat
         from mlxctl.engine.events import FinishEvent
         from mlxctl.engine.sampling import SamplingParams
 
@@ -168,11 +169,11 @@ class EngineBackend:
                                 temperature=settings.temperature, top_p=settings.top_p, seed=settings.seed)
         try:
             plan = make_plan(self.formats, [], ToolChoice("none"), None)
-            tokens, opened = render_plan(loaded.tokenizer, plan, self.formats, _template_messages(messages))
-            stream = engine.submit(tokens, with_plan(params, plan, opened), loop=asyncio.get_running_loop())
+            prepared = prepare_chat(loaded.tokenizer, self.formats, ChatRequest(_template_messages(messages), plan, params))
+            stream = engine.submit(prepared.tokens, prepared.params, loop=asyncio.get_running_loop())
         except MlxctlError as exc:
             raise BackendError(_with_hint(exc)) from None
-        splitter = new_splitter(plan, opened)
+        splitter = prepared.splitter()
         try:
             async for event in stream:
                 if isinstance(event, FinishEvent):

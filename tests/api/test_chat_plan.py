@@ -273,13 +273,6 @@ def test_make_plan_picks_the_tool_parser(formats, tools, choice, parser):
     assert (plan.tool_parser, plan.reasoning_parser, plan.choice) == (parser, formats.reasoning_parser, choice)
 
 
-@pytest.mark.parametrize("mode", ["required", "named"])
-def test_make_plan_refuses_a_format_with_a_forced_call(mode):
-    choice = ToolChoice(mode, "get_time" if mode == "named" else None)
-    fails(lambda: cp.make_plan(PLAIN, TOOLS, choice, OutputFormat("json_object")),
-          "structured output format", "required tool call")
-
-
 @pytest.mark.parametrize("mode", ["auto", "none"])
 def test_make_plan_keeps_a_format_beside_optional_tools(mode):
     plan = cp.make_plan(PLAIN, TOOLS, ToolChoice(mode), OutputFormat("regex", "a"))
@@ -657,3 +650,13 @@ def test_new_splitter_follows_the_plan():
     only_reasoning = cp.make_plan(QWEN, [], ToolChoice("none"), None)
     splitter = new_splitter(only_reasoning, reasoning_open=False)
     assert splitter.tools is None and isinstance(splitter.reasoning, ThinkParser)
+
+
+@pytest.mark.parametrize("choice", [ToolChoice("required"), ToolChoice("named", "get_weather")])
+def test_a_forced_call_with_an_output_format_enforces_the_call(choice):
+    """openai-agents / instructor send a format with a forced call: that turn's output is the call."""
+    fmt = OutputFormat("json_schema", json.dumps({"type": "object"}), True)
+    forced = cp.make_plan(QWEN, TOOLS, choice, fmt)
+    assert forced.output_format is None
+    assert cp.constraint_for(forced) == cp.constraint_for(cp.make_plan(QWEN, TOOLS, choice, None))
+    assert cp.make_plan(QWEN, TOOLS, ToolChoice("auto"), fmt).output_format == fmt  # not forced: kept

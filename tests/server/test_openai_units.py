@@ -19,7 +19,7 @@ from mlxctl.engine.events import FinishEvent, FinishReason, Timings, TokenEvent,
 from mlxctl.engine.sampling import SamplingParams
 from mlxctl.engine.streams import RequestStream
 from mlxctl.errors import BadInputError, EngineError, MlxctlError
-from mlxctl.server.views.openai_stream import merge_streams
+from mlxctl.server.streaming import merge_streams
 
 TIMINGS = Timings(0, 0, 0, 0, 0)
 

@@ -282,6 +282,17 @@ def function_call(oai):
     return respond(oai, tools=[RESPONSES_WEATHER], tool_choice="required")
 
 
+def test_a_format_with_a_forced_call_answers_the_call(oai):
+    """openai-agents' "tool, then answer in my type": the forced turn's output is the call."""
+    fmt = {"type": "json_schema", "json_schema": {"name": "city", "schema": CITY_SCHEMA, "strict": True}}
+    choice = chat(oai, tools=[WEATHER], tool_choice="required", response_format=fmt).choices[0]
+    assert choice.finish_reason == "tool_calls"
+    assert choice.message.tool_calls[0].function.name == "get_weather"
+    text = {"format": {"type": "json_schema", "name": "city", "schema": CITY_SCHEMA, "strict": True}}
+    out = respond(oai, tools=[RESPONSES_WEATHER], tool_choice="required", text=text)
+    assert [item.type for item in out.output] == ["function_call"]
+
+
 def test_responses_required_gives_a_function_call_item(function_call):
     assert function_call.status == "completed"
     [item] = function_call.output

@@ -25,7 +25,8 @@ from mlxctl.server.errors import ApiError
 from mlxctl.server.images import image_token, load_images
 from mlxctl.server.mcp_loop import chat_with_mcp, wants_mcp
 from mlxctl.server.served_model import model_formats, sampling_defaults, use_model
-from mlxctl.server.views.openai_stream import open_generations, stream_response
+from mlxctl.server.streaming import TIMEOUT_MESSAGE, open_generations
+from mlxctl.server.views.openai_stream import stream_response
 
 
 async def chat_completions(request: web.Request) -> web.StreamResponse:
@@ -59,6 +60,6 @@ async def _respond(request: web.Request, body: SamplingFields, jobs: list[Job],
             streams = await open_generations(request, stack, jobs)
             results = await asyncio.gather(*(s.collect_async() for s in streams))
     except TimeoutError as exc:
-        raise ApiError(504, "the request took longer than the server's request timeout") from exc
+        raise ApiError(504, TIMEOUT_MESSAGE) from exc
     pieces = [whole(result, job.echo) for result, job in zip(results, jobs)]
     return web.json_response(output.response(pieces, total_usage([r.usage for r in results], body.n)))

@@ -2,39 +2,32 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from typing import Any
-
 from aiohttp import web
 
-from mlxctl.api.chat_plan import with_plan
-from mlxctl.api.chat_split import OutputSplitter, new_splitter
+from mlxctl.api.chat_request import prepare_chat
+from mlxctl.api.chat_split import OutputSplitter, SplitResult
+from mlxctl.api.openai_models import KeepAlive
+from mlxctl.api.openai_pieces import Piece
+from mlxctl.api.output_stream import ChoiceSegments
 from mlxctl.api.response_store import StoredResponse
 from mlxctl.api.responses_events import ResponseEvents
 from mlxctl.api.responses_models import ResponsesRequest
 from mlxctl.api.responses_objects import ResponseDraft
 from mlxctl.api.responses_translate import (
+    chat_request,
     conversation,
-    conversation_images,
     finished_body,
     image_refs,
-    prompt_tokens,
-    sampling_params,
     with_reply,
 )
-from mlxctl.engine.sampling import SamplingParams
-from mlxctl.errors import MlxctlError
-from mlxctl.api.openai_models import KeepAlive
+from mlxctl.engine.events import FinishEvent
 from mlxctl.server.body import parse_body
 from mlxctl.server.errors import ApiError
 from mlxctl.server.generate import generation
 from mlxctl.server.images import image_token, load_images
-from mlxctl.server.keepalive import kept_alive
-from mlxctl.server.keys import SETTINGS
 from mlxctl.server.response_keys import store_of
 from mlxctl.server.served_model import model_formats, sampling_defaults, use_model
-from mlxctl.server.sse import open_sse, send
-from mlxctl.server.text_chunks import TextChunks
+from mlxctl.server.streaming import Sse, stream_sse
 
 
 def _stored(request: web.Request, response_id: str, param: str | None = None) -> StoredResponse:
@@ -70,16 +63,17 @@ async def create(request: web.Request) -> web.StreamResponse:
         if req.previous_response_id else ()
     loaded = await load_images(request, engine, image_refs(req))
     messages = conversation(req, previous, loaded, image_token(engine))
-    tokens, plan, opens = prompt_tokens(engine.model.tokenizer, req, messages, model_formats(request))
-    params, splitter = with_plan(sampling_params(req, sampling_defaults(request)), plan, opens), new_splitter(plan, opens)
-    draft, images = ResponseDraft(req), conversation_images(messages)
+    chat = chat_request(req, messages, model_formats(request), sampling_defaults(request))
+    prepared, draft = prepare_chat(engine.model.tokenizer, model_formats(request), chat), ResponseDraft(req)
     if req.stream:
-        return await _stream(request, draft, messages, (tokens, images), params, splitter)
-    async with generation(request, tokens, params, images=images) as stream:
-        done = await stream.collect_async()
-    splitter.feed(done.text)
-    splitter.finish()
-    result = splitter.result()
+        stream = ResponsesStream(draft, prepared.splitter())
+        resp = await stream_sse(request, [prepared.job()], stream)
+        if stream.body is not None:
+            _remember(request, draft, stream.body, with_reply(messages, stream.result))
+        return resp
+    async with generation(request, prepared.tokens, prepared.params, images=prepared.images) as gen:
+        done = await gen.collect_async()
+    result = prepared.splitter().whole(done.text)
     body = finished_body(draft, done.finish_reason, result, done.usage)
     _remember(request, draft, body, with_reply(messages, result))
     return web.json_response(body)
@@ -90,46 +84,34 @@ def _remember(request: web.Request, draft: ResponseDraft, body: dict, messages: 
         store_of(request.app).put(draft.id, StoredResponse(body, messages))
 
 
-async def _emit(resp: web.StreamResponse, event: dict) -> None:
-    await send(resp, event, event=event["type"])
+def _sse(event: dict) -> Sse:
+    return Sse(event, event["type"])
 
 
-async def _stream(request: web.Request, draft: ResponseDraft, messages: list, prompt: tuple[list[int], tuple],
-                  params: SamplingParams, splitter: OutputSplitter) -> Any:
-    """``prompt``: the tokens and the images for their placeholders."""
-    events, resp = ResponseEvents(draft), None
-    tokens, images = prompt
-    try:
-        async with generation(request, tokens, params, images=images) as stream:
-            resp = await open_sse(request)
-            chunks = TextChunks(stream, max(1, request.app[SETTINGS].stream_interval))
-            await _stream_events(resp, events, kept_alive(request, resp, chunks), splitter)
-            result = splitter.result()
-            body = finished_body(draft, chunks.finish.reason, result, chunks.finish.usage, events.items)
-            for event in events.closing(body):
-                await _emit(resp, event)
-        _remember(request, draft, body, with_reply(messages, result))
-    except (MlxctlError, TimeoutError) as err:
-        if resp is None:
-            raise
-        await _emit(resp, _error_event(events, err))
-    except ConnectionError:
-        pass  # the client went away; the generation was aborted on the way out
-    return resp
+class ResponsesStream:
+    """The Responses stream (api/responses_events.py); ``body`` and ``result``: the finished
+    response and its split output, once it has closed."""
 
+    ping = None  # an SSE comment
 
-async def _stream_events(resp: web.StreamResponse, events: ResponseEvents, chunks: AsyncIterator[str],
-                         splitter: OutputSplitter) -> None:
-    for event in events.opening():
-        await _emit(resp, event)
-    async for text in chunks:
-        for event in events.feed(splitter.feed(text)):
-            await _emit(resp, event)
-    for event in events.feed(splitter.finish()) + events.finish():
-        await _emit(resp, event)
+    def __init__(self, draft: ResponseDraft, splitter: OutputSplitter):
+        self.draft, self.splitter = draft, splitter
+        self.output, self.events = ChoiceSegments(splitter), ResponseEvents(draft)
+        self.body: dict | None = None
+        self.result: SplitResult | None = None
 
+    def opening(self) -> list[Sse]:
+        return [_sse(event) for event in self.events.opening()]
 
-def _error_event(events: ResponseEvents, err: Exception) -> dict:
-    if isinstance(err, TimeoutError):
-        return events.error("timeout", "the request ran past the server's time limit")
-    return events.error("server_error", err.message)
+    def pieces(self, choice: int, piece: Piece, finish: FinishEvent | None) -> list[Sse]:
+        return [_sse(event) for event in self.events.events(self.output.segments(piece.text, finish is not None))]
+
+    def closing(self, finishes: list[FinishEvent]) -> list[Sse]:
+        (finish,) = finishes
+        result = self.splitter.result()
+        body = finished_body(self.draft, finish.reason, result, finish.usage, self.events.items)
+        self.body, self.result = body, result
+        return [_sse(event) for event in self.events.closing(body)]
+
+    def error(self, request: web.Request, err: ApiError) -> Sse:
+        return _sse(self.events.error("timeout" if err.status == 504 else "server_error", err.message))

@@ -1,6 +1,7 @@
-"""System messages inside an Anthropic conversation (``messages[].role: "system"``).
+"""System messages inside a conversation (``messages[].role: "system"`` after the first message).
 
-Claude Code sends one mid-conversation when its Agent tool is on. Such a message is rendered
+Claude Code sends one mid-conversation when its Agent tool is on; every protocol's chat is
+rendered through :func:`render_with_systems` (api/chat_request.py). Such a message is rendered
 where it stands when the model's chat template takes it there: the template renders the
 conversation without error and the message's text is in the prompt (ChatML templates such as
 SmolLM2's and Qwen's do). Otherwise (a template that raises on a system message after the first,
