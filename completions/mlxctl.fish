@@ -46,7 +46,7 @@ complete -c mlxctl -n '__fish_seen_subcommand_from run' -l tool-choice -r -F -d 
 complete -c mlxctl -n '__fish_seen_subcommand_from run' -l help -d 'Show this message and exit'
 complete -c mlxctl -n '__fish_seen_subcommand_from run' -F
 complete -c mlxctl -n '__fish_seen_subcommand_from serve' -l model -s m -r -F -d 'Catalog name, model folder, .gguf file or Hugging Face repo id (default: smollm2-135m)'
-complete -c mlxctl -n '__fish_seen_subcommand_from serve' -l models-config -r -F -d 'More models to serve beside -m, from a JSON or YAML file: a \'models\' list of {name, ref, pin, keep_alive, dtype, load_format, moe_top_k, max_num_seqs, prefill_chunk} (see docs/serve.md)'
+complete -c mlxctl -n '__fish_seen_subcommand_from serve' -l models-config -r -F -d 'More models to serve beside -m, from a JSON or YAML file: a \'models\' list of {name, ref, pin, keep_alive, dtype, load_format, moe_top_k, max_num_seqs, prefill_chunk, temperature, top_p, top_k, min_p, max_tokens} (see docs/serve.md)'
 complete -c mlxctl -n '__fish_seen_subcommand_from serve' -l allow-unconfigured-models -d 'Let a request name a model that is not configured: a catalog chat model or a Hugging Face repo id (never a local path), fetched if missing and loaded into the pool'
 complete -c mlxctl -n '__fish_seen_subcommand_from serve' -l host -r -F -d 'Address to listen on'
 complete -c mlxctl -n '__fish_seen_subcommand_from serve' -l port -s p -r -F -d 'Port to listen on'
