@@ -1,11 +1,11 @@
 """Sampling defaults: the values a request's omitted sampling fields take.
 
 Precedence, per field: the request's own field > the model's ``--models-config`` entry (pool
-models) > a ``serve --default-*`` flag > the model folder's
-``generation_config.json`` (temperature, top_p, top_k, min_p, repetition_penalty, as Hugging Face
-writes them) > the built-in value (SamplingParams: temperature 1, no filters, no penalty).
-``max_tokens`` comes from a config entry or ``--default-max-tokens`` only: a cap for a request that gives no limit of
-its own, never more than what the prompt leaves of the context (the engine caps it there); a
+models) > a ``serve --default-*`` flag > the model folder's ``generation_config.json``
+(temperature, top_p, top_k, min_p, repetition_penalty, as Hugging Face writes them) > the
+built-in value (SamplingParams: temperature 1, no filters, no penalty). ``max_tokens`` comes from
+a config entry or ``--default-max-tokens`` only: a cap for a request that gives no limit of its
+own, never more than what the prompt leaves of the context (the engine caps it there); a
 request's own limit is checked against the context as before.
 """
 
