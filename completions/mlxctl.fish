@@ -21,10 +21,10 @@ complete -c mlxctl -n '__fish_seen_subcommand_from run' -l fps -r -F -d 'With --
 complete -c mlxctl -n '__fish_seen_subcommand_from run' -l max-frames -r -F -d 'With --video: most frames per video, spread over the whole clip when fps would give more (default 8, at most 32)'
 complete -c mlxctl -n '__fish_seen_subcommand_from run' -l max-tokens -s n -r -F -d 'Most tokens to generate; a value given here that is more than the context leaves after the prompt is refused (the default is capped to it)'
 complete -c mlxctl -n '__fish_seen_subcommand_from run' -l temperature -s t -r -F -d '0 is greedy (deterministic)'
-complete -c mlxctl -n '__fish_seen_subcommand_from run' -l top-p -r -F
+complete -c mlxctl -n '__fish_seen_subcommand_from run' -l top-p -r -F -d 'Default: the model\'s generation_config.json, else 1'
 complete -c mlxctl -n '__fish_seen_subcommand_from run' -l top-k -r -F -d '0 turns it off'
-complete -c mlxctl -n '__fish_seen_subcommand_from run' -l min-p -r -F
-complete -c mlxctl -n '__fish_seen_subcommand_from run' -l repetition-penalty -r -F
+complete -c mlxctl -n '__fish_seen_subcommand_from run' -l min-p -r -F -d 'Default: the model\'s generation_config.json, else 0'
+complete -c mlxctl -n '__fish_seen_subcommand_from run' -l repetition-penalty -r -F -d 'Default: the model\'s generation_config.json, else 1'
 complete -c mlxctl -n '__fish_seen_subcommand_from run' -l presence-penalty -r -F
 complete -c mlxctl -n '__fish_seen_subcommand_from run' -l frequency-penalty -r -F
 complete -c mlxctl -n '__fish_seen_subcommand_from run' -l seed -r -F -d 'Seed for reproducible sampling'
@@ -38,7 +38,7 @@ complete -c mlxctl -n '__fish_seen_subcommand_from run' -l load-format -r -F -d 
 complete -c mlxctl -n '__fish_seen_subcommand_from run' -l moe-top-k -r -F -d 'Mixture-of-experts models: route each token to K experts (fewer than trained: faster decode, some quality cost)'
 complete -c mlxctl -n '__fish_seen_subcommand_from run' -l tensor-parallel -r -F -d 'Split the model over N ranks started by mlx.launch (GPUs of one host over NCCL, Macs over ring or JACCL; docs/distributed.md)'
 complete -c mlxctl -n '__fish_seen_subcommand_from run' -l json -d 'Print one JSON object: text, finish_reason, usage, timings'
-complete -c mlxctl -n '__fish_seen_subcommand_from run' -l verbose -s v -d 'Print timings and speeds on stderr'
+complete -c mlxctl -n '__fish_seen_subcommand_from run' -l verbose -s v -d 'Print the sampling used (and where each value came from), timings and speeds on stderr'
 complete -c mlxctl -n '__fish_seen_subcommand_from run' -l mcp-config -r -F -d 'MCP servers file (JSON or YAML with mcpServers): the model may call their tools, which run here; calls and results go to stderr (see docs/mcp.md)'
 complete -c mlxctl -n '__fish_seen_subcommand_from run' -l mcp-max-rounds -r -F -d 'With --mcp-config: rounds of tool calls before the answer is printed'
 complete -c mlxctl -n '__fish_seen_subcommand_from run' -l mcp-audit-log -r -F -d 'With --mcp-config: append one JSON line per tool call to FILE'
@@ -46,7 +46,7 @@ complete -c mlxctl -n '__fish_seen_subcommand_from run' -l tool-choice -r -F -d 
 complete -c mlxctl -n '__fish_seen_subcommand_from run' -l help -d 'Show this message and exit'
 complete -c mlxctl -n '__fish_seen_subcommand_from run' -F
 complete -c mlxctl -n '__fish_seen_subcommand_from serve' -l model -s m -r -F -d 'Catalog name, model folder, .gguf file or Hugging Face repo id (default: smollm2-135m)'
-complete -c mlxctl -n '__fish_seen_subcommand_from serve' -l models-config -r -F -d 'More models to serve beside -m, from a JSON or YAML file: a \'models\' list of {name, ref, pin, keep_alive, dtype, load_format, moe_top_k, max_num_seqs, prefill_chunk} (see docs/serve.md)'
+complete -c mlxctl -n '__fish_seen_subcommand_from serve' -l models-config -r -F -d 'More models to serve beside -m, from a JSON or YAML file: a \'models\' list of {name, ref, pin, keep_alive, dtype, load_format, moe_top_k, max_num_seqs, prefill_chunk, temperature, top_p, top_k, min_p, max_tokens} (see docs/serve.md)'
 complete -c mlxctl -n '__fish_seen_subcommand_from serve' -l allow-unconfigured-models -d 'Let a request name a model that is not configured: a catalog chat model or a Hugging Face repo id (never a local path), fetched if missing and loaded into the pool'
 complete -c mlxctl -n '__fish_seen_subcommand_from serve' -l host -r -F -d 'Address to listen on'
 complete -c mlxctl -n '__fish_seen_subcommand_from serve' -l port -s p -r -F -d 'Port to listen on'

@@ -1,10 +1,11 @@
 """Sampling defaults: the values a request's omitted sampling fields take.
 
-Precedence, per field: the request's own field > a ``serve --default-*`` flag > the model folder's
-``generation_config.json`` (temperature, top_p, top_k, min_p, repetition_penalty, as Hugging Face
-writes them) > the built-in value (SamplingParams: temperature 1, no filters, no penalty).
-``max_tokens`` comes from ``--default-max-tokens`` only: a cap for a request that gives no limit of
-its own, never more than what the prompt leaves of the context (the engine caps it there); a
+Precedence, per field: the request's own field > the model's ``--models-config`` entry (pool
+models) > a ``serve --default-*`` flag > the model folder's ``generation_config.json``
+(temperature, top_p, top_k, min_p, repetition_penalty, as Hugging Face writes them) > the
+built-in value (SamplingParams: temperature 1, no filters, no penalty). ``max_tokens`` comes from
+a config entry or ``--default-max-tokens`` only: a cap for a request that gives no limit of its
+own, never more than what the prompt leaves of the context (the engine caps it there); a
 request's own limit is checked against the context as before.
 """
 
@@ -58,19 +59,21 @@ def _first(value: Any, fallback: Any) -> Any:
     return fallback if value is None else value
 
 
-def check_defaults(defaults: SamplingDefaults, prefix: str = "--default-") -> SamplingDefaults:
+def check_defaults(defaults: SamplingDefaults, prefix: str = "--default-", dashed: bool = True) -> SamplingDefaults:
     """Raise BadInputError naming the first value out of its range (``prefix`` + the field name,
-    dashed: the flag it came from)."""
+    dashed: the flag it came from; ``dashed`` False: the name as it is, a config file's key)."""
     from mlxctl.engine.sampling import SamplingParams
 
+    def label(name: str) -> str:
+        return prefix + (name.replace("_", "-") if dashed else name)
+
     if defaults.max_tokens is not None and defaults.max_tokens < 1:
-        raise BadInputError(f"{prefix}max-tokens must be at least 1, got {defaults.max_tokens}")
+        raise BadInputError(f"{label('max_tokens')} must be at least 1, got {defaults.max_tokens}")
     for name, value in defaults.sampling().items():
         try:
             SamplingParams(**{name: value}).validate()
         except MlxctlError as err:
-            flag = prefix + name.replace("_", "-")
-            raise BadInputError(err.message.replace(name, flag, 1)) from None
+            raise BadInputError(err.message.replace(name, label(name), 1)) from None
     return defaults
 
 

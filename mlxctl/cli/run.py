@@ -27,11 +27,11 @@ def run(
     fps: Annotated[Optional[float], typer.Option("--fps", metavar="F", show_default=False, help="With --video: frames sampled per second of video (default 1, at most 30).")] = None,
     max_frames: Annotated[Optional[int], typer.Option("--max-frames", metavar="N", show_default=False, help="With --video: most frames per video, spread over the whole clip when fps would give more (default 8, at most 32).")] = None,
     max_tokens: Annotated[int, typer.Option("--max-tokens", "-n", metavar="N", min=1, help="Most tokens to generate; a value given here that is more than the context leaves after the prompt is refused (the default is capped to it).")] = 512,
-    temperature: Annotated[float, typer.Option("--temperature", "-t", metavar="T", min=0.0, max=2.0, help="0 is greedy (deterministic).")] = 0.0,
-    top_p: Annotated[float, typer.Option("--top-p", metavar="P", min=0.0, max=1.0)] = 1.0,
-    top_k: Annotated[int, typer.Option("--top-k", metavar="K", min=0, help="0 turns it off.")] = 0,
-    min_p: Annotated[float, typer.Option("--min-p", metavar="P", min=0.0, max=1.0)] = 0.0,
-    repetition_penalty: Annotated[float, typer.Option("--repetition-penalty", metavar="X", min=0.0)] = 1.0,
+    temperature: Annotated[Optional[float], typer.Option("--temperature", "-t", metavar="T", min=0.0, max=2.0, show_default=False, help="0 is greedy (deterministic). Default: the model's generation_config.json, else 0.")] = None,
+    top_p: Annotated[Optional[float], typer.Option("--top-p", metavar="P", min=0.0, max=1.0, show_default=False, help="Default: the model's generation_config.json, else 1.")] = None,
+    top_k: Annotated[Optional[int], typer.Option("--top-k", metavar="K", min=0, show_default=False, help="0 turns it off. Default: the model's generation_config.json, else 0.")] = None,
+    min_p: Annotated[Optional[float], typer.Option("--min-p", metavar="P", min=0.0, max=1.0, show_default=False, help="Default: the model's generation_config.json, else 0.")] = None,
+    repetition_penalty: Annotated[Optional[float], typer.Option("--repetition-penalty", metavar="X", min=0.0, show_default=False, help="Default: the model's generation_config.json, else 1.")] = None,
     presence_penalty: Annotated[float, typer.Option("--presence-penalty", metavar="X", min=-2.0, max=2.0)] = 0.0,
     frequency_penalty: Annotated[float, typer.Option("--frequency-penalty", metavar="X", min=-2.0, max=2.0)] = 0.0,
     seed: Annotated[Optional[int], typer.Option("--seed", metavar="N", help="Seed for reproducible sampling.", show_default=False)] = None,
@@ -45,7 +45,7 @@ def run(
     moe_top_k: MoeTopKOpt = None,
     tensor_parallel: TensorParallelOpt = 1,
     json_: Annotated[bool, typer.Option("--json", help="Print one JSON object: text, finish_reason, usage, timings.")] = False,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Print timings and speeds on stderr.")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Print the sampling used (and where each value came from), timings and speeds on stderr.")] = False,
     mcp_config: Annotated[Optional[Path], typer.Option("--mcp-config", metavar="FILE", show_default=False, help="MCP servers file (JSON or YAML with mcpServers): the model may call their tools, which run here; calls and results go to stderr (see docs/mcp.md).")] = None,
     mcp_max_rounds: Annotated[int, typer.Option("--mcp-max-rounds", metavar="N", min=1, help="With --mcp-config: rounds of tool calls before the answer is printed.")] = 8,
     mcp_audit_log: Annotated[Optional[Path], typer.Option("--mcp-audit-log", metavar="FILE", show_default=False, help="With --mcp-config: append one JSON line per tool call to FILE.")] = None,
@@ -66,16 +66,21 @@ def run(
     videos = read_videos(video, fps, max_frames)
     spec = PromptSpec(read_prompt(prompt, out), system, raw, images)
     field = "--max-tokens/-n" if given_on_command_line(ctx, "max_tokens") else None  # the default is capped
+    from mlxctl.api.sampling_defaults import SamplingDefaults
+    from mlxctl.cli.run_sampling import RUN_BUILT_IN
+
+    flags = SamplingDefaults(temperature=temperature, top_p=top_p, top_k=top_k, min_p=min_p,
+                             repetition_penalty=repetition_penalty)  # the rest: after the model loads
     params = SamplingParams(
-        max_tokens=max_tokens, max_tokens_field=field, temperature=temperature, top_p=top_p, top_k=top_k, min_p=min_p,
-        repetition_penalty=repetition_penalty, presence_penalty=presence_penalty,
+        max_tokens=max_tokens, max_tokens_field=field, **flags.over(RUN_BUILT_IN).sampling(),
+        presence_penalty=presence_penalty,
         frequency_penalty=frequency_penalty, seed=seed, stop=tuple(stop or ()), ignore_eos=ignore_eos,
         logprobs=logprobs > 0, top_logprobs=logprobs, stop_token_ids=tuple(stop_token_id or ()),
         logit_bias=parse_logit_bias(logit_bias or ()),
     )
     params.validate()
     mcp = _mcp_options(mcp_config, mcp_max_rounds, mcp_audit_log, tool_choice, raw)
-    _execute(out, model, (dtype, load_format, moe_top_k, group), spec, params, verbose, mcp, videos)
+    _execute(out, model, (dtype, load_format, moe_top_k, group), spec, (params, flags), verbose, mcp, videos)
 
 
 def parse_logit_bias(values: list[str] | tuple[str, ...]) -> tuple[tuple[int, float], ...]:
@@ -166,15 +171,20 @@ def read_prompt(words: list[str] | None, out: Output) -> str:
     return text
 
 
-def _execute(out: Output, model: str | None, weights: tuple, spec, params, verbose: bool, mcp: dict | None = None,
-             videos: tuple = ()) -> None:
+def _execute(out: Output, model: str | None, weights: tuple, spec, sampling: tuple, verbose: bool,
+             mcp: dict | None = None, videos: tuple = ()) -> None:
+    """``sampling``: (SamplingParams checked with the flags, the flags as SamplingDefaults)."""
     from mlxctl.cli.run_output import print_stream
+    from mlxctl.cli.run_sampling import with_model_defaults
     from mlxctl.generation import generate, open_engine
 
     dtype, load_format, moe_top_k, group = weights
     engine = open_engine(model, dtype=dtype, progress=out.message, load_format=load_format, moe_top_k=moe_top_k,
                          group=group)
     try:
+        params, line = with_model_defaults(*sampling, engine.model)
+        if verbose:
+            out.message(line)
         spec = with_videos(engine, spec, videos)
         if mcp is not None:
             from mlxctl.server.mcp_loop import run_with_mcp

@@ -22,7 +22,7 @@ LOG_FORMATS = ("human", "json")
 
 
 ModelOpt = Annotated[Optional[list[str]], typer.Option("--model", "-m", metavar="[NAME=]MODEL", show_default=False, help="Catalog name, model folder, .gguf file or Hugging Face repo id (default: smollm2-135m). Repeat it to serve several: the first is loaded at start, the others when a request names them.")]
-ModelsConfigOpt = Annotated[Optional[Path], typer.Option("--models-config", metavar="FILE", show_default=False, help="More models to serve beside -m, from a JSON or YAML file: a 'models' list of {name, ref, pin, keep_alive, dtype, load_format, moe_top_k, max_num_seqs, prefill_chunk} (see docs/serve.md).")]
+ModelsConfigOpt = Annotated[Optional[Path], typer.Option("--models-config", metavar="FILE", show_default=False, help="More models to serve beside -m, from a JSON or YAML file: a 'models' list of {name, ref, pin, keep_alive, dtype, load_format, moe_top_k, max_num_seqs, prefill_chunk, temperature, top_p, top_k, min_p, max_tokens} (see docs/serve.md).")]
 AllowUnconfiguredOpt = Annotated[bool, typer.Option("--allow-unconfigured-models", help="Let a request name a model that is not configured: a catalog chat model or a Hugging Face repo id (never a local path), fetched if missing and loaded into the pool. Off: such a request is a 404 and nothing is downloaded.")]
 MaxLoadedOpt = Annotated[float, typer.Option("--max-loaded-gb", metavar="GB", min=0.0, help="Weights of the extra models kept loaded at once: idle ones are unloaded, least recently used first, to make room before a load; a model that cannot fit is refused (0: no limit).")]
 KeepAliveOpt = Annotated[str, typer.Option("--keep-alive", metavar="DURATION", help="How long an extra model stays loaded after its last request (300, 5m, 1h; -1: forever).")]

@@ -10,6 +10,8 @@ A models config is JSON, or YAML when PyYAML is installed (``.yaml`` / ``.yml``)
         keep_alive: 10m            # this model's --keep-alive
         dtype: float16             # and, like the flags of the same names:
         load_format: auto          #   load_format, moe_top_k, max_num_seqs, prefill_chunk
+        temperature: 0.7           # sampling defaults for this model's requests that omit them:
+        max_tokens: 2048           #   temperature, top_p, top_k, min_p, max_tokens
       - ref: org/other-model
 
 Every bad entry is refused before anything loads, with one line naming the file, the entry and
@@ -26,10 +28,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from mlxctl.cli.serve_sampling import CONFIG_KEYS, config_sampling
 from mlxctl.errors import BadInputError
 
 _UNSET: Any = object()
-KEYS = ("name", "ref", "pin", "keep_alive", "dtype", "load_format", "moe_top_k", "max_num_seqs", "prefill_chunk")
+KEYS = ("name", "ref", "pin", "keep_alive", "dtype", "load_format", "moe_top_k", "max_num_seqs", "prefill_chunk",
+        *CONFIG_KEYS)
 _NAME = re.compile(r"[A-Za-z0-9._:/@-]+")
 _REPO_ID = re.compile(r"^[\w.-]+/[\w.-]+(?:@[\w./-]+)?$")
 Factories = tuple[Callable[[], Any], Callable[[], int | None]]  # (make_engine, estimate) of a pool model
@@ -48,6 +52,7 @@ class ModelSpec:
     moe_top_k: int | None = None
     max_num_seqs: int | None = None
     prefill_chunk: int | None = None
+    sampling: Any = None  # api.sampling_defaults.SamplingDefaults of its sampling keys; None: none
     where: str = ""  # where it was given, for messages: "-m fast=..." or "FILE: models[1] (fast)"
 
 
@@ -127,7 +132,7 @@ def _entry(item: Any, where: str, base: Path) -> ModelSpec:
         name=name, ref=ref, pin=_flag(item, "pin", where), keep_alive_s=_keep_alive(item, where),
         dtype=_choice(item, "dtype", where, _dtypes()), load_format=_choice(item, "load_format", where, _formats()),
         moe_top_k=_count(item, "moe_top_k", where, 1), max_num_seqs=_count(item, "max_num_seqs", where, 1),
-        prefill_chunk=_count(item, "prefill_chunk", where, 0), where=where)
+        prefill_chunk=_count(item, "prefill_chunk", where, 0), sampling=config_sampling(item, where), where=where)
 
 
 def _text(item: dict, key: str, where: str, *, required: bool = False) -> str | None:
@@ -330,5 +335,5 @@ def build_pool(specs: list[ModelSpec], budget_bytes: int, keep_alive_s: float | 
     for spec in specs:
         make_engine, estimate = engine_factory(spec, defaults)
         keep = {} if spec.keep_alive_s is _UNSET else {"keep_alive_s": spec.keep_alive_s}
-        pool.add(spec.name, spec.ref, make_engine, pinned=spec.pin, estimate=estimate, **keep)
+        pool.add(spec.name, spec.ref, make_engine, pinned=spec.pin, estimate=estimate, sampling=spec.sampling, **keep)
     return pool

@@ -47,3 +47,25 @@ def _whole(flag: str, text: str | None) -> int | None:
         return int(text)
     except ValueError:
         raise BadInputError(f"{flag} must be a whole number, got {text!r}") from None
+
+
+CONFIG_KEYS = ("temperature", "top_p", "top_k", "min_p", "max_tokens")  # a --models-config entry's
+_WHOLE = ("top_k", "max_tokens")
+
+
+def config_sampling(item: dict, where: str) -> Any:
+    """A ``--models-config`` entry's sampling keys as a checked SamplingDefaults (None where the
+    entry has no such key); BadInputError naming the entry, the key and the value otherwise."""
+    from mlxctl.api.sampling_defaults import SamplingDefaults, check_defaults
+
+    found = {key: _config_value(key, item[key], where) for key in CONFIG_KEYS if key in item}
+    return check_defaults(SamplingDefaults(**found), prefix=f"{where}: ", dashed=False)
+
+
+def _config_value(key: str, value: Any, where: str) -> int | float:
+    whole = key in _WHOLE
+    if isinstance(value, bool) or not isinstance(value, int if whole else (int, float)) \
+            or not math.isfinite(value):
+        kind = "a whole number" if whole else "a number"
+        raise BadInputError(f"{where}: {key}: must be {kind}, got {value!r}")
+    return value if whole else float(value)

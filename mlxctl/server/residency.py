@@ -76,6 +76,7 @@ class Resident:
     estimated_bytes: int | None = None
     reserved: int = 0  # budget held for it while it loads
     configured: bool = True  # False: added because a request named it (--allow-unconfigured-models)
+    sampling: Any = None  # its --models-config sampling defaults (a SamplingDefaults); None: none
     _loading: asyncio.Future | None = None
 
     def describe(self) -> dict:
@@ -102,11 +103,11 @@ class ModelPool:
 
     def add(self, name: str, ref: str, make_engine: Callable[[], Any], *, pinned: bool = False,
             engine: Any = None, keep_alive_s: Any = _KEEP,
-            estimate: Callable[[], int | None] | None = None) -> Resident:
+            estimate: Callable[[], int | None] | None = None, sampling: Any = None) -> Resident:
         if name in self.models:
             raise BadInputError(f"two models are served as {name!r}", hint="name them with -m NAME=REF")
         keep = self.default_keep_alive_s if keep_alive_s is _KEEP else keep_alive_s
-        resident = Resident(name, ref, make_engine, pinned, keep, engine, estimate=estimate)
+        resident = Resident(name, ref, make_engine, pinned, keep, engine, estimate=estimate, sampling=sampling)
         if engine is not None and engine.model is not None:
             resident.state, resident.nbytes = "ready", weights_bytes(engine)
         self.models[name] = resident

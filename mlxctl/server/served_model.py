@@ -99,14 +99,18 @@ def formats_for(app: web.Application, tokenizer: Any) -> Any:
 
 
 def sampling_defaults(request: web.Request) -> Any:
-    """What the request's omitted sampling fields take: the serve flags, else the model's
-    generation_config.json (api/sampling_defaults.py)."""
-    return defaults_for(request.app, engine_of(request).model)
+    """What the request's omitted sampling fields take: the model's --models-config entry, else the
+    serve flags, else the model's generation_config.json (api/sampling_defaults.py)."""
+    engine = engine_of(request)
+    resident = next((r for r in request.app[POOL].models.values() if r.engine is engine), None)
+    return defaults_for(request.app, engine.model, resident.sampling if resident is not None else None)
 
 
-def defaults_for(app: web.Application, loaded: Any) -> Any:
-    """The serve flags' defaults over those of ``loaded``'s generation_config.json (a LoadedModel)."""
-    from mlxctl.api.sampling_defaults import from_generation_config
+def defaults_for(app: web.Application, loaded: Any, configured: Any = None) -> Any:
+    """``configured`` (a pool model's config entry, a SamplingDefaults) over the serve flags'
+    defaults over those of ``loaded``'s generation_config.json (a LoadedModel)."""
+    from mlxctl.api.sampling_defaults import NO_DEFAULTS, from_generation_config
 
     config = getattr(loaded, "generation_config", None) or {}
-    return app[SETTINGS].sampling_defaults.over(from_generation_config(config))
+    flags = app[SETTINGS].sampling_defaults.over(from_generation_config(config))
+    return (configured or NO_DEFAULTS).over(flags)

@@ -45,19 +45,19 @@ def entries(app: web.Application) -> list[dict[str, Any]]:
         loaded = getattr(resident.engine, "model", None) if resident.state == "ready" else None
         fields = {k: v for k, v in resident.describe().items() if k != "id"}
         data.append(_entry(resident.name, {**fields, **model_facts(app, loaded),
-                                           "sampling_defaults": sampling_defaults(app, loaded)}))
+                                           "sampling_defaults": sampling_defaults(app, loaded, resident.sampling)}))
     from mlxctl.server.views.embeddings import listed_models
 
     data.extend({**UNKNOWN, **e} for e in listed_models(app, STARTED))  # serve --embedding-model
     return data
 
 
-def sampling_defaults(app: web.Application, loaded: Any) -> dict[str, Any] | None:
+def sampling_defaults(app: web.Application, loaded: Any, configured: Any = None) -> dict[str, Any] | None:
     """What a request's omitted sampling fields take on this model (None while it is not loaded:
-    its generation_config.json is read when it loads)."""
+    its generation_config.json is read when it loads); ``configured``: its --models-config entry's."""
     from mlxctl.server.served_model import defaults_for
 
-    return None if loaded is None else defaults_for(app, loaded).effective(loaded.context_length)
+    return None if loaded is None else defaults_for(app, loaded, configured).effective(loaded.context_length)
 
 
 def _entry(name: str, fields: dict[str, Any]) -> dict[str, Any]:
