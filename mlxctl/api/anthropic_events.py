@@ -10,10 +10,11 @@ from mlxctl.api.anthropic_translate import tool_use_id, usage_body
 from mlxctl.api.output_stream import CALL, REASONING, TEXT, Delta, Open, Segment
 
 
-def message_start(message_id: str, model: str, input_tokens: int) -> dict:
+def message_start(message_id: str, model: str, input_tokens: int, cached_tokens: int = 0) -> dict:
+    """``input_tokens``: the whole prompt, of which ``cached_tokens`` the prefix cache served."""
     message = {
         "id": message_id, "type": "message", "role": "assistant", "model": model, "content": [],
-        "stop_reason": None, "stop_sequence": None, "usage": usage_body(input_tokens, 0),
+        "stop_reason": None, "stop_sequence": None, "usage": usage_body(input_tokens, 0, cached_tokens),
     }
     return {"type": "message_start", "message": message}
 

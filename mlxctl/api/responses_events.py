@@ -26,6 +26,7 @@ class ResponseEvents:
     sequence: int = 0
     items: list[dict] = field(default_factory=list)
     _open: dict | None = None  # the item being streamed
+    cut: bool = False  # max_output_tokens cut the answer: its message item ends "incomplete"
 
     def _event(self, kind: str, **fields) -> dict:
         event = {"type": kind, "sequence_number": self.sequence, **fields}
@@ -58,8 +59,11 @@ class ResponseEvents:
         done = "response.completed" if final["status"] == "completed" else "response.incomplete"
         return [self._event(done, response=final)]
 
-    def error(self, code: str, message: str) -> dict:
-        return self._event("error", code=code, message=message, param=None)
+    def failed(self, code: str, message: str) -> dict:
+        """The stream's last event when the generation failed after it started, as the Responses
+        API sends it: the response, status "failed", its ``error`` and the items closed so far."""
+        body = self.draft.body("failed", list(self.items), error={"code": code, "message": message})
+        return self._event("response.failed", response=body)
 
     def _opened(self, part: Open) -> list[dict]:
         if part.part == REASONING:
@@ -87,7 +91,7 @@ class ResponseEvents:
             done = reasoning_item(item["id"], text)
             out.append(self._event("response.reasoning_text.done", **self._where(), text=text))
         elif part.part == TEXT:
-            done = self.draft.message_item(text, "completed")
+            done = self.draft.message_item(text, "incomplete" if self.cut else "completed")
             out += [self._event("response.output_text.done", **self._where(), text=text, logprobs=[]),
                     self._event("response.content_part.done", **self._where(), part=done["content"][0])]
         else:

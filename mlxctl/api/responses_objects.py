@@ -51,11 +51,11 @@ class ResponseDraft:
                 "content": content}
 
     def body(self, status: str, output: list[dict], usage: dict | None = None,
-             incomplete: dict | None = None) -> dict:
+             incomplete: dict | None = None, error: dict | None = None) -> dict:
         req = self.req
         return {
             "id": self.id, "object": "response", "created_at": self.created_at, "status": status,
-            "error": None, "incomplete_details": incomplete, "instructions": req.instructions,
+            "error": error, "incomplete_details": incomplete, "instructions": req.instructions,
             "max_output_tokens": req.max_output_tokens, "model": req.model, "output": output,
             "parallel_tool_calls": req.parallel_tool_calls is not False,
             "previous_response_id": req.previous_response_id,

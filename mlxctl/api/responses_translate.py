@@ -22,6 +22,7 @@ from mlxctl.api.chat_plan import (
     responses_tools,
 )
 from mlxctl.api.chat_request import ChatRequest
+from mlxctl.api.prompt import encode_text
 from mlxctl.api.chat_split import SplitResult, arguments_object
 from mlxctl.api.responses_models import (
     FunctionCallItem,
@@ -167,11 +168,18 @@ def outcome(reason: FinishReason) -> tuple[str, dict | None]:
 
 
 def finished_body(draft: ResponseDraft, reason: FinishReason, result: SplitResult, usage: Usage,
-                  items: list[dict] | None = None) -> dict:
+                  items: list[dict] | None = None, tokenizer: Any = None) -> dict:
     """The finished response; ``items`` are the streamed output items, when it was streamed."""
     status, incomplete = outcome(reason)
     return draft.body(status, items if items is not None else output_items(draft, result, status),
-                      usage_body(usage), incomplete)
+                      usage_body(usage, reasoning_tokens(tokenizer, result, usage)), incomplete)
+
+
+def reasoning_tokens(tokenizer: Any, result: SplitResult, usage: Usage) -> int:
+    """Output tokens spent thinking: the reasoning text's tokens (its markers not counted)."""
+    if not result.reasoning or tokenizer is None:
+        return 0
+    return min(len(encode_text(tokenizer, result.reasoning, special=False)), usage.completion_tokens)
 
 
 def with_reply(messages: list[dict[str, Any]], result: SplitResult) -> tuple[dict[str, Any], ...]:

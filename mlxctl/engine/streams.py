@@ -38,6 +38,9 @@ class RequestStream:
         self._sync: queue.SimpleQueue[Event] = queue.SimpleQueue()
         self._async: asyncio.Queue[Event] | None = asyncio.Queue() if loop else None
         self.finish: FinishEvent | None = None
+        # prompt tokens the prefix cache serves: set on the engine thread when the request is
+        # scheduled, so known once its first event has come
+        self.cached_tokens = 0
 
     def put(self, event: Event) -> None:
         """Called on the engine thread."""

@@ -45,7 +45,8 @@ class Encoder(Protocol):
 
     ping: Sse | None
 
-    def opening(self) -> list[Sse]: ...
+    def opening(self, streams: list[RequestStream]) -> list[Sse]:
+        """Sent once the jobs are submitted (``streams``, one per job)."""
 
     def pieces(self, choice: int, piece: Piece, finish: FinishEvent | None) -> list[Sse]:
         """A choice's next piece of text; ``finish`` on its last one."""
@@ -98,7 +99,7 @@ async def _send(resp: SseResponse, events: list[Sse]) -> None:
 
 async def _write(request: web.Request, resp: SseResponse, streams: list[RequestStream], jobs: Sequence[Any],
                  encoder: Encoder) -> None:
-    await _send(resp, encoder.opening())
+    await _send(resp, encoder.opening(streams))
     interval = request.app[SETTINGS].stream_interval
     groupers = [ChunkGrouper(interval, job.params.logprobs, len(job.echo)) for job in jobs]
     finishes: list[FinishEvent | None] = [None] * len(jobs)

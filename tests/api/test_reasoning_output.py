@@ -34,6 +34,7 @@ from mlxctl.api.chat_split import new_splitter
 from mlxctl.api.openai_models import ChatCompletionRequest
 from mlxctl.api.openai_output import ChatOutput
 from mlxctl.api.openai_pieces import Piece
+from mlxctl.api.output_stream import ChoiceSegments
 from mlxctl.api.responses_events import ResponseEvents
 from mlxctl.api.responses_models import ResponsesRequest
 from mlxctl.api.responses_objects import ResponseDraft
@@ -250,12 +251,13 @@ def anthropic_body(plan: ChatPlan, case: Case, reason: FinishReason = FinishReas
 
 def anthropic_stream(plan: ChatPlan, case: Case, pieces: list[str], reason: FinishReason = FinishReason.STOP) -> list[dict]:
     """What the /v1/messages view sends (less its ping), in order."""
-    splitter, blocks = new_splitter(plan, case.opens), anthropic_events.BlockStream()
+    output, blocks = ChoiceSegments(new_splitter(plan, case.opens)), anthropic_events.BlockStream()
     events = [anthropic_events.message_start("msg_1", MODEL, USAGE.prompt_tokens)]
     for text in pieces:
-        events += blocks.feed(splitter.feed(text))
-    events += blocks.feed(splitter.finish()) + blocks.close()
-    stop = anthropic_translate.stop_reason(reason, None, blocks.called)
+        events += blocks.events(output.segments(text, False))
+    events += blocks.events(output.segments("", True))
+    events = [event for event in events if event["type"] != "ping"]
+    stop = anthropic_translate.stop_reason(reason, None, output.called)
     events += [anthropic_events.message_delta(stop, USAGE), anthropic_events.message_stop()]
     for event in events:
         ANTHROPIC_EVENT.validate_python(event)
@@ -371,11 +373,11 @@ def responses_stream(plan: ChatPlan, case: Case, pieces: list[str],
                      reason: FinishReason = FinishReason.STOP) -> tuple[list[dict], dict]:
     """What the /v1/responses view sends, in order, and the final body."""
     splitter, draft = new_splitter(plan, case.opens), ResponseDraft(responses_request())
-    events = ResponseEvents(draft)
+    events, output = ResponseEvents(draft), ChoiceSegments(splitter)
     out = events.opening()
     for text in pieces:
-        out += events.feed(splitter.feed(text))
-    out += events.feed(splitter.finish()) + events.finish()
+        out += events.events(output.segments(text, False))
+    out += events.events(output.segments("", True))
     body = responses_translate.finished_body(draft, reason, splitter.result(), USAGE, events.items)
     out += events.closing(body)
     for event in out:  # every name and field as the openai SDK knows them

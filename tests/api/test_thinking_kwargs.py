@@ -13,6 +13,7 @@ import shutil
 
 import pytest
 
+from mlxctl.api.chat_request import prepare_chat
 from mlxctl.api import anthropic_translate, openai_translate, responses_translate
 from mlxctl.api.anthropic_models import MessagesRequest
 from mlxctl.api.chat_plan import ModelFormats
@@ -131,7 +132,7 @@ def test_openai_thinking_budget_with_thinking_switched_off_is_refused(tokenizer,
 ])
 def test_anthropic_fields_reach_the_template(tokenizer, formats, fields, expected, opens, budget):
     req = MessagesRequest.model_validate({"model": MODEL, "max_tokens": 16, "messages": HELLO, **fields})
-    tokens, plan, opened = anthropic_translate.prompt_tokens(tokenizer, req, formats)
+    tokens, plan, opened = anthropic_prompt(tokenizer, req, formats)
     prompt = tokenizer.decode(tokens)
     assert expected in prompt
     assert prompt.rstrip().endswith("<think>") is opens
@@ -144,7 +145,7 @@ def test_anthropic_thinking_blocks_reach_the_template(tokenizer, formats):
         {"type": "thinking", "thinking": "they greeted me", "signature": ""}, {"type": "text", "text": "Hi!"}]},
         {"role": "user", "content": "Again"}]
     req = MessagesRequest.model_validate({"model": MODEL, "max_tokens": 16, "messages": messages})
-    tokens, _, _ = anthropic_translate.prompt_tokens(tokenizer, req, formats)
+    tokens, _, _ = anthropic_prompt(tokenizer, req, formats)
     assert "<|im_start|>assistant\n<think>they greeted me</think>Hi!<|im_end|>" in tokenizer.decode(tokens)
 
 
@@ -152,7 +153,18 @@ def test_anthropic_thinking_needs_a_reasoning_format(tokenizer):
     req = MessagesRequest.model_validate({"model": MODEL, "max_tokens": 16, "messages": HELLO,
                                           "thinking": {"type": "enabled", "budget_tokens": 64}})
     with pytest.raises(BadInputError, match="no reasoning format"):
-        anthropic_translate.prompt_tokens(tokenizer, req, ModelFormats())
+        anthropic_prompt(tokenizer, req, ModelFormats())
+
+
+def anthropic_prompt(tokenizer, req, formats):
+    """(tokens, plan, whether the prompt opened thinking), as the /v1/messages view prepares them."""
+    prepared = prepare_chat(tokenizer, formats, anthropic_translate.chat_request(req, formats))
+    return prepared.tokens, prepared.plan, prepared.reasoning_open
+
+
+def responses_prompt(tokenizer, req, messages, formats):
+    prepared = prepare_chat(tokenizer, formats, responses_translate.chat_request(req, messages, formats))
+    return prepared.tokens, prepared.plan, prepared.reasoning_open
 
 
 # -- OpenAI Responses ----------------------------------------------------------------------------------
@@ -167,7 +179,7 @@ def test_anthropic_thinking_needs_a_reasoning_format(tokenizer):
 def test_responses_fields_reach_the_template(tokenizer, formats, fields, expected, opens):
     req = ResponsesRequest.model_validate({"model": MODEL, "input": "Hello", **fields})
     messages = responses_translate.conversation(req)
-    tokens, _, opened = responses_translate.prompt_tokens(tokenizer, req, messages, formats)
+    tokens, _, opened = responses_prompt(tokenizer, req, messages, formats)
     prompt = tokenizer.decode(tokens)
     assert expected in prompt
     assert prompt.rstrip().endswith("<think>") is opens
@@ -184,7 +196,7 @@ def test_responses_reasoning_items_reach_the_template(tokenizer, formats):
               "content": [{"type": "output_text", "text": "Hi!", "annotations": []}]},
              {"role": "user", "content": "Again"}]
     req = ResponsesRequest.model_validate({"model": MODEL, "input": items})
-    tokens, _, _ = responses_translate.prompt_tokens(tokenizer, req, responses_translate.conversation(req), formats)
+    tokens, _, _ = responses_prompt(tokenizer, req, responses_translate.conversation(req), formats)
     prompt = tokenizer.decode(tokens)
     # one assistant turn holds the reasoning and the answer
     assert "<|im_start|>assistant\n<think>they greeted me</think>Hi!<|im_end|>" in prompt
@@ -193,7 +205,7 @@ def test_responses_reasoning_items_reach_the_template(tokenizer, formats):
     # the same turn as previous_response_id replays it from the store
     stored = responses_translate.with_reply(HELLO, SplitResult("they greeted me", "Hi!", []))
     follow = ResponsesRequest.model_validate({"model": MODEL, "input": "Again"})
-    replayed, _, _ = responses_translate.prompt_tokens(
+    replayed, _, _ = responses_prompt(
         tokenizer, follow, responses_translate.conversation(follow, stored), formats)
     assert replayed == tokens
 

@@ -86,7 +86,9 @@ class ScriptedEngine:
                cache_salt: str = "", images: Any = ()) -> RequestStream:
         self._count += 1
         stream = RequestStream(request_id or f"req-{self._count}", lambda _rid: None, loop)
-        for event in self._script(prompt_tokens).events(len(prompt_tokens)):
+        script = self._script(prompt_tokens)
+        stream.cached_tokens = script.cached_tokens  # as the engine sets it when it schedules the request
+        for event in script.events(len(prompt_tokens)):
             stream.put(event)
         return stream
 

@@ -112,16 +112,19 @@ def test_drain_lets_a_short_messages_stream_finish_with_message_stop(server):
     assert final["delta"]["stop_reason"] == "max_tokens" and final["usage"]["output_tokens"] == 12
 
 
-def test_drain_ends_an_open_responses_stream_with_an_error_event(server):
+def test_drain_ends_an_open_responses_stream_with_response_failed(server):
+    """As the Responses API ends a stream whose generation failed: response.failed, the response
+    with status "failed" and its error."""
     events = drained(server, 0.5, "/v1/responses", responses_body(2000))
     assert all(name == data["type"] for name, data in events)
     assert [data["sequence_number"] for _, data in events] == list(range(len(events)))
     names = [name for name, _ in events]
     assert names[:2] == ["response.created", "response.in_progress"] and "response.output_text.delta" in names
-    assert names[-1] == "error"
-    assert not {"response.completed", "response.incomplete", "response.failed"} & set(names)
-    error = events[-1][1]
-    assert error["code"] == "server_error" and "shutting down" in error["message"]
+    assert names[-1] == "response.failed"
+    assert not {"response.completed", "response.incomplete", "error"} & set(names)
+    response = events[-1][1]["response"]
+    assert response["status"] == "failed"
+    assert response["error"]["code"] == "server_error" and "shutting down" in response["error"]["message"]
 
 
 def test_drain_lets_a_short_responses_stream_finish_with_its_final_event(server):

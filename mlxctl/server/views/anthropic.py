@@ -83,7 +83,9 @@ def _sse(payload: dict) -> Sse:
 
 class MessagesStream:
     """The Messages stream: message_start, content blocks, message_delta, message_stop
-    (api/anthropic_events.py); ``event: ping`` keeps it alive."""
+    (api/anthropic_events.py); ``event: ping`` keeps it alive. message_start waits for the
+    first piece: the prompt is prefilled then, so its usage splits off the cached part as
+    message_delta's does (pings keep the stream alive until then)."""
 
     ping = _sse(events.ping())
 
@@ -91,12 +93,17 @@ class MessagesStream:
         self.model, self.input_tokens = model, input_tokens
         self.output, self.blocks = ChoiceSegments(splitter), events.BlockStream()
 
-    def opening(self) -> list[Sse]:
-        return [_sse(events.message_start(new_message_id(), self.model, self.input_tokens))]
+    def opening(self, streams: list) -> list[Sse]:
+        self.stream, self.started = streams[0], False
+        return []
 
     def pieces(self, choice: int, piece: Piece, finish: FinishEvent | None) -> list[Sse]:
-        segments = self.output.segments(piece.text, finish is not None)
-        return [_sse(event) for event in self.blocks.events(segments)]
+        start = [] if self.started else [_sse(self._message_start())]
+        self.started = True
+        return start + [_sse(event) for event in self.blocks.events(self.output.segments(piece.text, finish is not None))]
+
+    def _message_start(self) -> dict:
+        return events.message_start(new_message_id(), self.model, self.input_tokens, self.stream.cached_tokens)
 
     def closing(self, finishes: list[FinishEvent]) -> list[Sse]:
         (finish,) = finishes

@@ -26,7 +26,7 @@ class OpenAIStream:
     def __init__(self, jobs: list[Job], output: OpenAIOutput, n: int):
         self.jobs, self.output, self.n = jobs, output, n
 
-    def opening(self) -> list[Sse]:
+    def opening(self, streams: list) -> list[Sse]:
         return [Sse(chunk) for job in self.jobs if (chunk := self.output.opening(job.index, job.echo)) is not None]
 
     def pieces(self, choice: int, piece: Piece, finish: FinishEvent | None) -> list[Sse]:

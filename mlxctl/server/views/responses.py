@@ -20,7 +20,7 @@ from mlxctl.api.responses_translate import (
     image_refs,
     with_reply,
 )
-from mlxctl.engine.events import FinishEvent
+from mlxctl.engine.events import FinishEvent, FinishReason
 from mlxctl.server.body import parse_body
 from mlxctl.server.errors import ApiError
 from mlxctl.server.generate import generation
@@ -66,7 +66,7 @@ async def create(request: web.Request) -> web.StreamResponse:
     chat = chat_request(req, messages, model_formats(request), sampling_defaults(request))
     prepared, draft = prepare_chat(engine.model.tokenizer, model_formats(request), chat), ResponseDraft(req)
     if req.stream:
-        stream = ResponsesStream(draft, prepared.splitter())
+        stream = ResponsesStream(draft, prepared.splitter(), engine.model.tokenizer)
         resp = await stream_sse(request, [prepared.job()], stream)
         if stream.body is not None:
             _remember(request, draft, stream.body, with_reply(messages, stream.result))
@@ -74,7 +74,7 @@ async def create(request: web.Request) -> web.StreamResponse:
     async with generation(request, prepared.tokens, prepared.params, images=prepared.images) as gen:
         done = await gen.collect_async()
     result = prepared.splitter().whole(done.text)
-    body = finished_body(draft, done.finish_reason, result, done.usage)
+    body = finished_body(draft, done.finish_reason, result, done.usage, tokenizer=engine.model.tokenizer)
     _remember(request, draft, body, with_reply(messages, result))
     return web.json_response(body)
 
@@ -94,24 +94,25 @@ class ResponsesStream:
 
     ping = None  # an SSE comment
 
-    def __init__(self, draft: ResponseDraft, splitter: OutputSplitter):
-        self.draft, self.splitter = draft, splitter
+    def __init__(self, draft: ResponseDraft, splitter: OutputSplitter, tokenizer: object = None):
+        self.draft, self.splitter, self.tokenizer = draft, splitter, tokenizer
         self.output, self.events = ChoiceSegments(splitter), ResponseEvents(draft)
         self.body: dict | None = None
         self.result: SplitResult | None = None
 
-    def opening(self) -> list[Sse]:
+    def opening(self, streams: list) -> list[Sse]:
         return [_sse(event) for event in self.events.opening()]
 
     def pieces(self, choice: int, piece: Piece, finish: FinishEvent | None) -> list[Sse]:
+        self.events.cut = finish is not None and finish.reason is FinishReason.LENGTH
         return [_sse(event) for event in self.events.events(self.output.segments(piece.text, finish is not None))]
 
     def closing(self, finishes: list[FinishEvent]) -> list[Sse]:
         (finish,) = finishes
         result = self.splitter.result()
-        body = finished_body(self.draft, finish.reason, result, finish.usage, self.events.items)
+        body = finished_body(self.draft, finish.reason, result, finish.usage, self.events.items, self.tokenizer)
         self.body, self.result = body, result
         return [_sse(event) for event in self.events.closing(body)]
 
     def error(self, request: web.Request, err: ApiError) -> Sse:
-        return _sse(self.events.error("timeout" if err.status == 504 else "server_error", err.message))
+        return _sse(self.events.failed("timeout" if err.status == 504 else "server_error", err.message))

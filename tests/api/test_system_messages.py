@@ -38,7 +38,7 @@ def rendered(tokenizer, template: str | None = None, body: dict = BODY) -> str:
     if template is not None:
         tokenizer = copy.copy(tokenizer)
         tokenizer.chat_template = template
-    tokens, _, _ = prompt_tokens(tokenizer, CountTokensRequest.model_validate(body))
+    tokens = prompt_tokens(tokenizer, CountTokensRequest.model_validate(body))
     return tokenizer.decode(tokens)
 
 
