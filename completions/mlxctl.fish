@@ -74,6 +74,7 @@ complete -c mlxctl -n '__fish_seen_subcommand_from serve' -l header-timeout -r -
 complete -c mlxctl -n '__fish_seen_subcommand_from serve' -l max-connections -r -F -d 'Open client connections at once; past this a new one gets 503 and is closed (keep it below the open-files limit, ulimit -n)'
 complete -c mlxctl -n '__fish_seen_subcommand_from serve' -l drain-grace -r -F -d 'On SIGTERM or Ctrl-C: how long requests in flight may take to finish'
 complete -c mlxctl -n '__fish_seen_subcommand_from serve' -l log-format -r -F -d 'Request log lines on stderr: human or json'
+complete -c mlxctl -n '__fish_seen_subcommand_from serve' -l metrics-names -r -F -d '/metrics series names: mlxctl (mlxctl:...), vllm (vLLM\'s own vllm:'
 complete -c mlxctl -n '__fish_seen_subcommand_from serve' -l prefix-cache -l no-prefix-cache -d 'Reuse the KV of prompt prefixes seen before'
 complete -c mlxctl -n '__fish_seen_subcommand_from serve' -l prefix-cache-gb -r -F -d 'Memory for cached prefix blocks; 0: a tenth of RAM, at most 4 GiB'
 complete -c mlxctl -n '__fish_seen_subcommand_from serve' -l prefix-block-size -r -F -d 'Tokens per prefix-cache block'

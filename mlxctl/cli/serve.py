@@ -58,6 +58,7 @@ PinOpt = Annotated[Optional[list[str]], typer.Option("--pin", metavar="NAME", sh
 TuiOpt = Annotated[bool, typer.Option("--tui", help="Show the live view (mlxctl top) in this terminal; quitting it stops the server.")]
 LogFileOpt = Annotated[Optional[Path], typer.Option("--log-file", metavar="FILE", show_default=False, help="With --tui: append request logs to FILE.")]
 LogOpt = Annotated[str, typer.Option("--log-format", metavar="FORMAT", help="Request log lines on stderr: human or json.")]
+MetricsNamesOpt = Annotated[str, typer.Option("--metrics-names", metavar="NAMING", help="/metrics series names: mlxctl (mlxctl:...), vllm (vLLM's own vllm:... names, for its Grafana dashboards) or both.")]
 McpConfigOpt = Annotated[Optional[Path], typer.Option("--mcp-config", metavar="FILE", show_default=False, help="MCP servers file (JSON or YAML with mcpServers): the server runs their tools for chat requests that opt in (see docs/mcp.md).")]
 McpRoundsOpt = Annotated[int, typer.Option("--mcp-max-rounds", metavar="N", min=1, help="Rounds of MCP tool calls per chat request before the answer is returned.")]
 McpAuditOpt = Annotated[Optional[Path], typer.Option("--mcp-audit-log", metavar="FILE", show_default=False, help="Append one JSON line per MCP tool call to FILE.")]
@@ -100,6 +101,7 @@ def serve(
     max_connections: MaxConnectionsOpt = 512,
     drain_grace: GraceOpt = 30.0,
     log_format: LogOpt = "human",
+    metrics_names: MetricsNamesOpt = "mlxctl",
     prefix_cache: PrefixOpt = True,
     prefix_cache_gb: PrefixGbOpt = 0.0,
     prefix_block_size: BlockOpt = 64,
@@ -133,6 +135,7 @@ def serve(
     """
     ensure_fast_blas()
     _check_flags(log_format, prefix_cache_bits, prefix_cache, cache_dir, warm_prompts, log_file, tui)
+    check_metrics_names(metrics_names)
     (first_name, first), extras = split_models(model)
     settings = _settings(
         host=host, port=port, model_name=served_model_name or first_name or default_name(first),
@@ -141,7 +144,7 @@ def serve(
         rate_limit_per_minute=rate_limit, max_waiting=max_waiting, request_timeout_s=request_timeout,
         header_timeout_s=header_timeout, max_connections=max_connections,
         stream_interval=stream_interval, sse_ping_interval_s=ping_interval(sse_ping_interval),
-        drain_grace_s=drain_grace, log_format=log_format,
+        drain_grace_s=drain_grace, log_format=log_format, metrics_names=metrics_names,
         warm_prompts=warm_prompts, warm_prompts_concurrency=warm_prompts_concurrency,
         tool_call_parser=tool_call_parser, reasoning_parser=reasoning_parser, mcp_config=mcp_config,
         mcp_max_rounds=mcp_max_rounds, mcp_audit_log=mcp_audit_log, embedding_model=embedding_model,
@@ -176,6 +179,14 @@ def _check_flags(log_format: str, bits: int, prefix_cache: bool, cache_dir: Path
         raise BadInputError("--log-file goes with --tui (without it, request logs go to stderr)")
     if tui and not sys.stdout.isatty():
         raise BadInputError("'serve --tui' needs a terminal", hint="drop --tui, and watch it with mlxctl top")
+
+
+def check_metrics_names(naming: str) -> None:
+    from mlxctl.server.metrics_names import NAMINGS
+
+    if naming not in NAMINGS:
+        raise BadInputError(f"--metrics-names must be mlxctl, vllm or both, got {naming!r}",
+                            hint="vllm exports vLLM's own series names, for its Grafana dashboards")
 
 
 def ping_interval(text: str) -> float:

@@ -31,7 +31,7 @@ def init_app(engine: Engine, settings: ServeSettings = ServeSettings(), pool: Mo
     app[ENGINE] = engine
     app[POOL] = pool or ModelPool()
     app[SETTINGS] = settings
-    app[STATE] = ServerState(metrics=Metrics(settings.model_name, prefix_cache=True))
+    app[STATE] = ServerState(metrics=Metrics(settings.model_name, prefix_cache=True, names=settings.metrics_names))
     install_response_store(app)  # the state behind the /v1/responses routes
     app.on_response_prepare.append(add_cors_headers)
     setup_routes(app)

@@ -15,7 +15,7 @@ from mlxctl.errors import MlxctlError
 from mlxctl.server.errors import ApiError
 from mlxctl.server.interrupt import interrupt, timeout_error
 from mlxctl.server.keys import SETTINGS, STATE
-from mlxctl.server.served_model import engine_of
+from mlxctl.server.served_model import engine_of, served_name
 
 BACKSTOP_S = 10.0  # after the timeout event, how long a view may take before it is cancelled
 
@@ -54,12 +54,12 @@ async def generation(request: web.Request, tokens: list[int], params: SamplingPa
     finally:
         timer.cancel()
         state.streams.discard(stream)
-        _settle(stream, state.metrics)
+        _settle(stream, state.metrics, served_name(request))
 
 
-def _settle(stream: RequestStream, metrics) -> None:
+def _settle(stream: RequestStream, metrics, model: str) -> None:
     if stream.finish is None:
         stream.abort()
-        metrics.record_abandoned()
+        metrics.record_abandoned(model)
     else:
-        metrics.record(stream.finish)
+        metrics.record(stream.finish, model)

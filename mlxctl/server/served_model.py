@@ -81,6 +81,16 @@ def engine_of(request: web.Request) -> Any:
     return request.get(REQUEST_ENGINE) or request.app[ENGINE]
 
 
+def served_name(request: web.Request) -> str:
+    """The name of the model the request resolved to: its pool name, else the primary's served
+    name (never an alias), as /metrics labels it."""
+    engine = engine_of(request)
+    for resident in request.app[POOL].models.values():
+        if resident.engine is engine:
+            return resident.name
+    return request.app[SETTINGS].model_name
+
+
 def model_formats(request: web.Request) -> Any:
     """The request's model's tool-call and reasoning formats, detected once per tokenizer."""
     return formats_for(request.app, engine_of(request).model.tokenizer)

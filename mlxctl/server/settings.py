@@ -40,3 +40,4 @@ class ServeSettings:
     allowed_local_media_path: str | None = None  # file:// image URLs may name files in this folder (None: refused)
     allow_remote_media: bool = False  # http(s) image/video URLs are fetched (public addresses only); False: refused
     sampling_defaults: SamplingDefaults = field(default_factory=SamplingDefaults)  # serve --default-*
+    metrics_names: str = "mlxctl"  # /metrics series names: mlxctl, vllm or both (server/metrics_names.py)

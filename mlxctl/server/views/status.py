@@ -6,7 +6,7 @@ from aiohttp import web
 
 from mlxctl.server.keys import ENGINE, POOL, SETTINGS, STATE
 from mlxctl.server.metrics import CONTENT_TYPE
-from mlxctl.server.snapshot import engine_stats, kv_budget, memory
+from mlxctl.server.snapshot import EMPTY, engine_stats, kv_budget, memory
 
 
 async def status(request: web.Request) -> web.Response:
@@ -27,7 +27,11 @@ async def status(request: web.Request) -> web.Response:
 
 
 async def metrics(request: web.Request) -> web.Response:
-    state = request.app[STATE]
-    state.metrics.set_engine(engine_stats(request.app[ENGINE]), kv_budget())
+    state, budget = request.app[STATE], kv_budget()
+    state.metrics.set_engine(engine_stats(request.app[ENGINE]), budget)
+    for resident in request.app[POOL].models.values():  # an unloaded one's gauges fall to 0
+        stats = engine_stats(resident.engine) if resident.engine is not None else dict(EMPTY)
+        state.metrics.set_engine(stats, budget, resident.name)
+    state.metrics.set_memory(memory())
     body = state.metrics.render()
     return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})
