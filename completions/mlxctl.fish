@@ -155,7 +155,7 @@ complete -c mlxctl -n '__fish_seen_subcommand_from chat' -l url -r -F -d 'Chat t
 complete -c mlxctl -n '__fish_seen_subcommand_from chat' -l api-key -r -F -d 'With --url: bearer token for a server started with --api-key'
 complete -c mlxctl -n '__fish_seen_subcommand_from chat' -l load -r -F -d 'Start from a conversation saved as JSON (ctrl+s in the app)'
 complete -c mlxctl -n '__fish_seen_subcommand_from chat' -l system -s s -r -F -d 'System prompt'
-complete -c mlxctl -n '__fish_seen_subcommand_from chat' -l temperature -s t -r -F -d 'Sampling temperature, 0 is greedy [default: 0.7]'
+complete -c mlxctl -n '__fish_seen_subcommand_from chat' -l temperature -s t -r -F -d 'Sampling temperature, 0 is greedy [default: the model\'s generation_config.json, else 0; with --url the server\'s]'
 complete -c mlxctl -n '__fish_seen_subcommand_from chat' -l max-tokens -s n -r -F -d 'Most tokens per answer [default: 1024]'
 complete -c mlxctl -n '__fish_seen_subcommand_from chat' -l seed -r -F -d 'Seed for reproducible sampling'
 complete -c mlxctl -n '__fish_seen_subcommand_from chat' -l image -r -F -d 'An image for a vision model, sent with the first message (repeatable; /image PATH or F4 attaches more in the app)'

@@ -42,7 +42,8 @@ SystemOpt = Annotated[
 ChatTempOpt = Annotated[
     Optional[float],
     typer.Option("--temperature", "-t", metavar="T", min=0.0, max=2.0, show_default=False,
-                 help="Sampling temperature, 0 is greedy [default: 0.7]."),
+                 help="Sampling temperature, 0 is greedy [default: the model's generation_config.json, else 0; "
+                      "with --url the server's]."),
 ]
 ChatMaxOpt = Annotated[
     Optional[int],

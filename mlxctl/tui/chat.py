@@ -79,6 +79,7 @@ class ChatApp(ImageAttaching, Answering, ConversationActions, SettingsPanel, Con
     #status { height: 1; padding: 0 1; background: $success-darken-2; color: $text; }
     #status.-busy { background: $warning-darken-2; }
     #status.-error { background: $error; }
+    #sampling { height: auto; padding: 0 1; color: $text-muted; background: $boost; }
     #prompt { margin: 0 0; }
     HelpScreen, PathScreen { align: center middle; }
     #help { width: 88; max-width: 95%; height: auto; max-height: 90%; border: round $primary;
@@ -115,6 +116,7 @@ class ChatApp(ImageAttaching, Answering, ConversationActions, SettingsPanel, Con
             with VerticalScroll(id="settings"):
                 yield from settings_fields(self.conversation, self.backend)
         yield Static(Text(""), id="status")
+        yield Static(Text(""), id="sampling")
         yield Static(Text(""), id="attached")
         yield Input(id="prompt", placeholder="Message (enter sends; /image PATH attaches a picture)")
         yield Footer()
@@ -147,6 +149,7 @@ class ChatApp(ImageAttaching, Answering, ConversationActions, SettingsPanel, Con
             return
         self.query_one("#header", Static).update(self._header_text())
         self._show_status(f"now chatting with {self.backend.model}")
+        self._show_sampling()
 
     @on(Input.Submitted, "#model-input")
     def _model_entered(self, event: Input.Submitted) -> None:
@@ -191,6 +194,8 @@ class ChatApp(ImageAttaching, Answering, ConversationActions, SettingsPanel, Con
     @on(Input.Changed, "#settings Input")
     def _setting_changed(self, event: Input.Changed) -> None:
         event.input.remove_class("-invalid")
+        if event.input.id in ("temperature", "top_p") and self.ready and (settings := self._settings(quiet=True)):
+            self._show_sampling(settings)
 
     # -- actions ----------------------------------------------------------------------------
 

@@ -112,6 +112,7 @@ class ConversationActions(_Base):
         self.path = path
         self.conversation = conv
         self._fill_settings(conv)
+        self._show_sampling(conv.settings)
         await self._rebuild()
         self._show_status(f"loaded {len(conv.messages)} messages from {path}")
 

@@ -11,6 +11,10 @@ fragments) followed by one :class:`Done` with the token count and timings:
 * :class:`DaemonBackend` posts to ``/v1/chat/completions`` with ``stream: true`` (httpx) and
   reads the ``reasoning_content`` / ``content`` / ``tool_calls`` deltas of the SSE chunks.
 
+A temperature or top_p the settings leave unset takes the model's default: the engine's from
+its generation_config.json (else run's built-ins), the daemon's by leaving it out of the request
+(:mod:`mlxctl.tui.chat_sampling`); ``sampling_text`` says which values are in use.
+
 Every failure a user can cause or meet (nothing listening, a refused key, a model that does not
 load, an error mid-stream) is a :class:`BackendError` with a one-line message.
 """
@@ -27,6 +31,7 @@ from typing import Any, Protocol
 import httpx
 
 from mlxctl.errors import MlxctlError
+from mlxctl.tui.chat_sampling import daemon_line, engine_line, engine_sampling
 from mlxctl.tui.client import base_url
 from mlxctl.tui.conversation import ChatSettings
 
@@ -78,6 +83,7 @@ class Backend(Protocol):
     async def models(self) -> list[str]: ...
     async def switch_model(self, name: str, progress: Progress | None = None) -> None: ...
     def stream(self, messages: list[dict], settings: ChatSettings) -> AsyncIterator[Event]: ...
+    def sampling_text(self, settings: ChatSettings) -> str | None: ...  # the sampling in use (None: not known yet)
     async def aclose(self) -> None: ...
 
 
@@ -156,6 +162,12 @@ class EngineBackend:
     def reasoning_format(self) -> str | None:
         return self.formats.reasoning_parser if self.formats is not None else None
 
+    def sampling_text(self, settings: ChatSettings) -> str | None:
+        """``sampling: ...`` for the loaded model: what is set, else its generation_config.json, else run's."""
+        if self.engine is None or self.engine.model is None:
+            return None
+        return engine_line(settings, self.engine.model)
+
     async def stream(self, messages: list[dict], settings: ChatSettings) -> AsyncIterator[Event]:
         from mlxctl.api.chat_plan import ToolChoice, make_plan
         from mlxctl.api.chat_request import ChatRequest, prepare_chat
@@ -165,8 +177,9 @@ class EngineBackend:
         if self.engine is None:
             raise BackendError("no model is loaded")
         engine, loaded = self.engine, self.engine.model
+        sampling = {name: value for name, value, _ in engine_sampling(settings, loaded)}
         params = SamplingParams(max_tokens=settings.max_tokens, max_tokens_field="max_tokens",  # as a server refuses it
-                                temperature=settings.temperature, top_p=settings.top_p, seed=settings.seed)
+                                seed=settings.seed, **sampling)
         try:
             plan = make_plan(self.formats, [], ToolChoice("none"), None)
             prepared = prepare_chat(loaded.tokenizer, self.formats, ChatRequest(_template_messages(messages), plan, params))
@@ -241,6 +254,7 @@ class DaemonBackend:
         self.where = base_url(url)
         self.model = model
         self._models: list[str] = []
+        self._sampling: dict[str, Any] = {}  # each model's /v1/models sampling_defaults (None: not reported)
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._client = httpx.AsyncClient(base_url=self.where, headers=headers, transport=transport,
                                          timeout=httpx.Timeout(timeout, connect=5.0))
@@ -263,6 +277,7 @@ class DaemonBackend:
         try:
             data = response.json()["data"]
             self._models = [str(m["id"]) for m in data]
+            self._sampling = {str(m["id"]): m.get("sampling_defaults") for m in data}
         except (ValueError, KeyError, TypeError):
             raise BackendError(f"{self.where}/v1/models is not an OpenAI model list") from None
         return list(self._models)
@@ -271,6 +286,10 @@ class DaemonBackend:
         if name not in (self._models or await self.models()):
             raise BackendError(f"{self.where} does not serve {name!r}; it serves {', '.join(self._models)}")
         self.model = name
+
+    def sampling_text(self, settings: ChatSettings) -> str | None:
+        """``sampling: ...``: what is set, else what the daemon reported for the model at connect."""
+        return daemon_line(settings, self._sampling.get(self.model)) if self.connected else None
 
     async def _request(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         try:
@@ -293,10 +312,10 @@ class DaemonBackend:
         if not self.connected:
             await self.connect()
         body: dict[str, Any] = {"model": self.model, "messages": messages, "stream": True,
-                                "stream_options": {"include_usage": True}, "temperature": settings.temperature,
-                                "top_p": settings.top_p, "max_tokens": settings.max_tokens}
-        if settings.seed is not None:
-            body["seed"] = settings.seed
+                                "stream_options": {"include_usage": True}, "max_tokens": settings.max_tokens}
+        for name in ("temperature", "top_p", "seed"):  # unset: left out, the server's default applies
+            if getattr(settings, name) is not None:
+                body[name] = getattr(settings, name)
         sent = time.perf_counter()
         first: float | None = None
         finish: str | None = None

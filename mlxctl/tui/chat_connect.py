@@ -3,7 +3,8 @@
 :class:`Connection` is a mixin of :class:`~mlxctl.tui.chat.ChatApp`: connecting at start (an
 engine loads in a worker thread, whose progress comes back through :meth:`~Connection._progress`),
 the daemon's models or the model to load in the settings panel, and the header and status lines
-(busy, failed, or ready with the last answer's TTFT and tok/s).
+(busy, failed, or ready with the last answer's TTFT and tok/s) and the sampling line under them
+(:mod:`~mlxctl.tui.chat_sampling`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from textual.widgets import Input, Select, Static
 
 from mlxctl.tui.chat_backend import Backend, BackendError, Done
 from mlxctl.tui.chat_widgets import stats_text
+from mlxctl.tui.conversation import ChatSettings, Conversation
 
 if TYPE_CHECKING:
     from textual.app import App
@@ -30,6 +32,7 @@ class Connection(_Base):
     and the model widget of the settings panel)."""
 
     backend: Backend
+    conversation: Conversation
     busy_reason: str | None
     ready: bool
     last_done: Done | None
@@ -54,6 +57,7 @@ class Connection(_Base):
         self.ready = True
         self._idle()
         self._show_status()
+        self._show_sampling()
         if warning := getattr(self.backend, "warning", None):
             self.backend.warning = None
             self.notify(warning, severity="warning", timeout=8)
@@ -88,6 +92,7 @@ class Connection(_Base):
         self.ready = True
         self._idle()
         self._show_status(f"now chatting with {self.backend.model}")
+        self._show_sampling()
 
     # -- status -----------------------------------------------------------------------------
 
@@ -131,6 +136,16 @@ class Connection(_Base):
         status.update(Text(message if message else line) if busy else
                       Text(f"{message} · {line}" if message else line))
 
+    def _show_sampling(self, settings: ChatSettings | None = None) -> None:
+        """The ``sampling: ...`` line under the status bar: what ``settings`` (default: the
+        conversation's) leave to the model or the server, and where each value comes from."""
+        line = self.backend.sampling_text(settings or self.conversation.settings)
+        self.query_one("#sampling", Static).update(Text(line or ""))
+
     @property
     def status_text(self) -> str:
         return str(self.query_one("#status", Static).content)
+
+    @property
+    def sampling_text(self) -> str:
+        return str(self.query_one("#sampling", Static).content)

@@ -107,10 +107,11 @@ def settings_fields(conversation: Conversation, backend: Backend) -> ComposeResu
     yield Label("System prompt")
     yield TextArea(conversation.system, id="system", soft_wrap=True)
     s = conversation.settings
+    unset = "empty: the server's default" if backend.can_list_models else "empty: the model's default"
     yield Label("Temperature (0–2, 0 is greedy)")
-    yield Input(f"{s.temperature:g}", id="temperature", type="number")
+    yield Input(_number(s.temperature), id="temperature", type="number", placeholder=unset)
     yield Label("top_p (0–1]")
-    yield Input(f"{s.top_p:g}", id="top_p", type="number")
+    yield Input(_number(s.top_p), id="top_p", type="number", placeholder=unset)
     yield Label("max_tokens")
     yield Input(str(s.max_tokens), id="max_tokens", type="integer")
     yield Label("seed (empty: random)")
@@ -122,6 +123,10 @@ def settings_fields(conversation: Conversation, backend: Backend) -> ComposeResu
         yield Label("Model (enter loads it)")
         yield Input(backend.model or "", id="model-input",
                     placeholder="catalog name, folder, .gguf or repo id")
+
+
+def _number(value: float | None) -> str:
+    return "" if value is None else f"{value:g}"
 
 
 class SettingsPanel(_Base):
@@ -137,36 +142,42 @@ class SettingsPanel(_Base):
         else:
             self.query_one("#prompt", Input).focus()
 
-    def _settings(self) -> ChatSettings | None:
-        """The settings panel's values, or None (and a message) when one is not valid."""
+    def _settings(self, quiet: bool = False) -> ChatSettings | None:
+        """The settings panel's values (kept as the conversation's, and shown on the sampling
+        line), or None and a message when one is not valid; ``quiet``: only read, nothing said
+        or kept (a value being typed)."""
         values = {}
         for name in ("temperature", "top_p", "max_tokens", "seed"):
             widget = self.query_one(f"#{name}", Input)
             raw = widget.value.strip()
             try:
-                if name == "seed":
-                    values[name] = int(raw) if raw else None
-                elif name == "max_tokens":
+                if name == "max_tokens":
                     values[name] = int(raw)
+                elif not raw:  # unset: the model's (or the server's) default
+                    values[name] = None
                 else:
-                    values[name] = float(raw)
+                    values[name] = int(raw) if name == "seed" else float(raw)
             except ValueError:
-                widget.add_class("-invalid")
-                self._fail(f"{name} is not a number: {raw!r}")
+                if not quiet:
+                    widget.add_class("-invalid")
+                    self._fail(f"{name} is not a number: {raw!r}")
                 return None
         settings = ChatSettings(**values)
         try:
             settings.check()
         except MlxctlError as exc:
-            self._fail(str(exc))
+            if not quiet:
+                self._fail(str(exc))
             return None
-        self.conversation.settings = settings
+        if not quiet:
+            self.conversation.settings = settings
+            self._show_sampling(settings)
         return settings
 
     def _fill_settings(self, conv: Conversation) -> None:
         s = conv.settings
         self.query_one("#system", TextArea).text = conv.system
-        self.query_one("#temperature", Input).value = f"{s.temperature:g}"
-        self.query_one("#top_p", Input).value = f"{s.top_p:g}"
+        self.query_one("#temperature", Input).value = _number(s.temperature)
+        self.query_one("#top_p", Input).value = _number(s.top_p)
         self.query_one("#max_tokens", Input).value = str(s.max_tokens)
         self.query_one("#seed", Input).value = "" if s.seed is None else str(s.seed)

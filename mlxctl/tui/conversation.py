@@ -23,18 +23,20 @@ ROLES = ("user", "assistant", "tool")
 
 @dataclass
 class ChatSettings:
-    """The sampling settings a chat sends with each request."""
+    """The sampling settings a chat sends with each request. temperature / top_p None: not set
+    here, so the model's default applies (in-process: its generation_config.json, else run's
+    built-ins; through a daemon: left out of the request, the server's default)."""
 
-    temperature: float = 0.7
-    top_p: float = 1.0
+    temperature: float | None = None
+    top_p: float | None = None
     max_tokens: int = 1024
     seed: int | None = None
 
     def check(self) -> None:
         """Raise BadInputError naming the first setting out of range."""
-        if not 0 <= self.temperature <= 2:
+        if self.temperature is not None and not 0 <= self.temperature <= 2:
             raise BadInputError(f"temperature must be between 0 and 2, got {self.temperature:g}")
-        if not 0 < self.top_p <= 1:
+        if self.top_p is not None and not 0 < self.top_p <= 1:
             raise BadInputError(f"top_p must be greater than 0 and at most 1, got {self.top_p:g}")
         if self.max_tokens < 1:
             raise BadInputError(f"max_tokens must be at least 1, got {self.max_tokens}")
@@ -46,12 +48,16 @@ class ChatSettings:
         known = {f.name for f in fields(cls)}
         try:
             settings = cls(**{k: v for k, v in data.items() if k in known})
-            settings = cls(float(settings.temperature), float(settings.top_p), int(settings.max_tokens),
-                           None if settings.seed is None else int(settings.seed))
+            settings = cls(_or_none(float, settings.temperature), _or_none(float, settings.top_p),
+                           int(settings.max_tokens), _or_none(int, settings.seed))
         except (TypeError, ValueError) as exc:
             raise BadInputError(f"bad settings: {exc}") from None
         settings.check()
         return settings
+
+
+def _or_none(kind: type, value: Any) -> Any:
+    return None if value is None else kind(value)
 
 
 @dataclass

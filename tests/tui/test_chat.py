@@ -134,7 +134,7 @@ async def test_settings_panel_changes_what_is_sent(smollm2_engine, tmp_path):
 
         await send(pilot, app, "Say hello.")
         assert app.last_done.completion_tokens == 3 and app.last_done.finish_reason == "length"
-        assert app.conversation.settings == ChatSettings(temperature=0.0, top_p=1.0, max_tokens=3, seed=7)
+        assert app.conversation.settings == ChatSettings(temperature=0.0, top_p=None, max_tokens=3, seed=7)
         assert app.conversation.request_messages()[0] == {"role": "system", "content": "You are terse."}
         assert "3 tokens" in app.status_text
 
@@ -193,7 +193,7 @@ async def test_save_then_load_a_conversation(smollm2_engine, tmp_path):
         assert f"saved 2 messages to {path}" in app.status_text
     saved = json.loads(path.read_text())
     assert saved["format"] == "mlxctl-chat" and saved["model"] == MODEL and saved["system"] == "Be brief."
-    assert saved["settings"] == {"temperature": 0.0, "top_p": 1.0, "max_tokens": 6, "seed": 3}
+    assert saved["settings"] == {"temperature": 0.0, "top_p": None, "max_tokens": 6, "seed": 3}
     assert saved["messages"] == [{"role": "user", "content": "Hi there"}, reply]
     assert Conversation.load(path).to_json() == saved
 
