@@ -10,6 +10,9 @@ from typing import Any
 from mlxctl.api.sampling_defaults import SAMPLING_FIELDS, SamplingDefaults, from_generation_config
 
 GENERATION_CONFIG = "generation_config.json"
+# what `run` and `chat` use for a field no flag, setting or generation_config.json gives: greedy,
+# no filters, no penalty (the server's built-ins are OpenAI's: temperature 1)
+LOCAL_BUILT_IN = SamplingDefaults(temperature=0.0, top_p=1.0, top_k=0, min_p=0.0, repetition_penalty=1.0)
 
 
 def model_layers(flags: SamplingDefaults, generation_config: dict, built_in: SamplingDefaults,

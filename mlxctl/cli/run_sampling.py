@@ -8,9 +8,7 @@ import dataclasses
 from typing import Any
 
 from mlxctl.api.sampling_defaults import SamplingDefaults
-from mlxctl.api.sampling_sources import model_layers, resolve, sampling_line
-
-RUN_BUILT_IN = SamplingDefaults(temperature=0.0, top_p=1.0, top_k=0, min_p=0.0, repetition_penalty=1.0)
+from mlxctl.api.sampling_sources import LOCAL_BUILT_IN as RUN_BUILT_IN, model_layers, resolve, sampling_line
 
 
 def with_model_defaults(params: Any, flags: SamplingDefaults, loaded: Any) -> tuple[Any, str]:

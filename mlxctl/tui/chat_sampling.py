@@ -13,7 +13,7 @@ from typing import Any
 
 from mlxctl.api.sampling_defaults import SAMPLING_FIELDS, SamplingDefaults, from_generation_config
 from mlxctl.api.sampling_sources import model_layers, resolve, sampling_line
-from mlxctl.cli.run_sampling import RUN_BUILT_IN
+from mlxctl.api.sampling_sources import LOCAL_BUILT_IN as RUN_BUILT_IN
 from mlxctl.tui.conversation import ChatSettings
 
 SET = "set"  # the settings panel or a flag of `chat`
