@@ -37,8 +37,21 @@ class ApiError(Exception):
     @classmethod
     def from_mlxctl(cls, err: MlxctlError) -> "ApiError":
         message = f"{err.message} ({err.hint})" if err.hint else err.message
-        return cls(err.http_status, message, param=getattr(err, "param", None), code=getattr(err, "code", None),
-                   anthropic_message=_anthropic_wording(err, message))
+        return cls(err.http_status, _openai_wording(err, message), param=getattr(err, "param", None),
+                   code=getattr(err, "code", None), anthropic_message=_anthropic_wording(err, message))
+
+
+def _openai_wording(err: MlxctlError, message: str) -> str:
+    """A context overflow as OpenAI's API words it (litellm, aider and opencode detect it by
+    "maximum context length"), with our explanation after it; any other error as it is."""
+    if not isinstance(err, ContextOverflowError):
+        return message
+    head = f"This model's maximum context length is {err.context_length} tokens. However, "
+    if err.max_tokens is None:
+        return head + f"your messages resulted in {err.prompt_tokens} tokens. Please reduce the length of the messages. ({message})"
+    return head + (f"you requested {err.prompt_tokens + err.max_tokens} tokens ({err.prompt_tokens} in the messages, "
+                   f"{err.max_tokens} in the completion). Please reduce the length of the messages or completion. "
+                   f"({message})")
 
 
 def _anthropic_wording(err: MlxctlError, message: str) -> str | None:

@@ -46,7 +46,11 @@ def openai_refusal(call, field: str, value: int) -> int:
     err = info.value
     assert err.status_code == 400 and err.code == "context_length_exceeded" and err.param == field, err.body
     assert err.body["type"] == "invalid_request_error"
-    return explained(err.message, field, value)
+    prompt = explained(err.message, field, value)
+    # OpenAI's own wording first: litellm (aider) and opencode detect an overflow by it
+    assert err.body["message"].startswith(f"This model's maximum context length is {CONTEXT} tokens. However, you requested "
+                                  f"{prompt + value} tokens ({prompt} in the messages, {value} in the completion)."), err.message
+    return prompt
 
 
 @pytest.mark.parametrize("stream", [False, True])
@@ -76,6 +80,8 @@ def test_a_prompt_over_the_context_has_openais_code(oai):
     with pytest.raises(openai.BadRequestError) as info:
         oai.chat.completions.create(model=MODEL, messages=LONG, max_tokens=2)
     assert info.value.code == "context_length_exceeded" and "nothing was truncated" in info.value.message
+    assert re.match(rf"This model's maximum context length is {CONTEXT} tokens\. However, your messages resulted "
+                    r"in \d+ tokens\.", info.value.body["message"]), info.value.message
 
 
 def anthropic_refusal(call) -> str:
