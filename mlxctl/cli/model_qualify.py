@@ -65,7 +65,9 @@ def _qualify(out: Output, model: str | None, url: str | None, api_key: str | Non
 
         card = qualify_kind(kind, model, progress=out.progress)
     elif model is not None:
-        card = qualify_model(model, progress=out.progress)
+        from mlxctl.server.runner import served_engine
+
+        card = qualify_model(model, serve=served_engine, progress=out.progress)
     else:
         raise BadInputError("give a MODEL to load, or --url of a running server")
     out.data(card.as_dict(), human=scorecard_text(card))

@@ -364,6 +364,13 @@ def _execute(out: Output, model: str | None, weights: tuple, settings, max_num_s
     app = init_app(engine, settings, build_pool(specs, budget, keep_alive_s, EngineDefaults(
         dtype, load_format, moe_top_k, config, progress), allow_unconfigured))
     if tui:
-        lifecycle.run_with_tui(app, log_file)
+        lifecycle.run_with_view(app, _top, log_file)
         return
     lifecycle.run(app, announce=lambda url: out.message(f"mlxctl: listening on {url}"))
+
+
+def _top(url: str, api_key: str | None) -> None:
+    """`serve --tui`'s view: `mlxctl top` on the server."""
+    from mlxctl.tui.top import TopApp
+
+    TopApp(url=url, api_key=api_key).run()

@@ -34,15 +34,16 @@ from mlxctl.models.qualify_card import (
     scorecard_text,
 )
 from mlxctl.models.qualify_http import Api
-from mlxctl.models.qualify_local import qualify_engine, resolve_ref, start_engine
+from mlxctl.models.qualify_local import ServeEngine, qualify_engine, resolve_ref, start_engine
 from mlxctl.models.qualify_remote import listed_model, server_peak, template_over_api
 
 __all__ = ["CHECKS", "DEFAULT_BUDGET", "METRICS", "Budget", "Check", "Progress", "Scorecard", "qualify_engine",
            "qualify_model", "qualify_url", "scorecard_text"]
 
 
-def qualify_model(ref: str, *, progress: Progress = None, budget: Budget | None = None) -> Scorecard:
-    """Load ``ref`` (a store name or anything ``mlxctl run -m`` takes) and qualify it here."""
+def qualify_model(ref: str, *, serve: ServeEngine, progress: Progress = None, budget: Budget | None = None) -> Scorecard:
+    """Load ``ref`` (a store name or anything ``mlxctl run -m`` takes) and qualify it here, its
+    API checks through ``serve`` (``mlxctl.server.runner.served_engine``)."""
     import mlx.core as mx
 
     budget = budget or DEFAULT_BUDGET
@@ -56,7 +57,7 @@ def qualify_model(ref: str, *, progress: Progress = None, budget: Budget | None 
         return card
     card.metrics["load_s"] = round(seconds, 3)
     try:
-        qualify_engine(engine, name, card, progress, budget)
+        qualify_engine(engine, name, card, serve, progress, budget)
     finally:
         engine.shutdown()
     card.metrics["peak_memory_bytes"] = int(mx.get_peak_memory()) or None

@@ -1,25 +1,29 @@
 """qualify in process: the model resolved and loaded into an engine, its template rendered
-directly, the rest of the checks through mlxctl's server on a loopback port."""
+directly, the rest of the checks through mlxctl's server on a loopback port. The server comes
+from the caller (``serve``: the CLI passes ``mlxctl.server.runner.served_engine``), so this layer
+knows nothing of it."""
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
+
+# (engine, model name) -> a context in which the engine is served at the URL it yields
+ServeEngine = Callable[[Any, str], AbstractContextManager[str]]
 
 from mlxctl.models.qualify_api import TOOL_QUESTION, Progress, api_checks
 from mlxctl.models.qualify_card import DEFAULT_BUDGET, Budget, Check, Scorecard
 from mlxctl.models.qualify_http import Api, error_text
 
 
-def qualify_engine(engine: Any, name: str, card: Scorecard, progress: Progress = None,
+def qualify_engine(engine: Any, name: str, card: Scorecard, serve: ServeEngine, progress: Progress = None,
                    budget: Budget | None = None) -> Scorecard:  # fmt: skip
     """The checks after ``loads`` on a started engine: the template rendered directly, the rest
-    through mlxctl's server on a loopback port."""
+    through mlxctl's server on a loopback port (``serve``)."""
     from mlxctl.api.chat_plan import ModelFormats
-    from mlxctl.server.app import init_app
-    from mlxctl.server.runner import BackgroundServer
-    from mlxctl.server.settings import ServeSettings
 
     budget = budget or DEFAULT_BUDGET
     tokenizer = engine.model.tokenizer
@@ -28,12 +32,8 @@ def qualify_engine(engine: Any, name: str, card: Scorecard, progress: Progress =
     how = "detected" if formats.tool_parser else "default: the template names no tool-call format"
     card.metrics["tool_call_parser"] = f"{parser} ({how})"
     card.checks.append(_render_template(tokenizer))
-    server = BackgroundServer(init_app(engine, ServeSettings(model_name=name))).start()
-    try:
-        with Api(server.url) as api:
-            api_checks(api, name, card, progress, budget)
-    finally:
-        server.stop()
+    with serve(engine, name) as url, Api(url) as api:
+        api_checks(api, name, card, progress, budget)
     return card
 
 

@@ -164,11 +164,10 @@ def run(app: web.Application, announce: Callable[[str], None]) -> None:
     asyncio.run(serve(app, announce))
 
 
-def run_with_tui(app: web.Application, log_file: str | None = None) -> None:
-    """``serve --tui``: the server on a thread of its own, ``mlxctl top`` on this one; quitting
-    the view drains the server (request logs go to ``log_file``, not over the view)."""
-    from mlxctl.tui.top import TopApp
-
+def run_with_view(app: web.Application, view: Callable[[str, str | None], None], log_file: str | None = None) -> None:
+    """``serve --tui``: the server on a thread of its own, ``view(url, api_key)`` (the CLI gives
+    ``mlxctl top``) on this one; its return drains the server (request logs go to ``log_file``,
+    not over the view)."""
     if log_file:
         configure_logs(app[SETTINGS].log_format, stream=open(log_file, "a", encoding="utf-8"))  # noqa: SIM115
     loop, stop, errors = asyncio.new_event_loop(), None, []
@@ -191,7 +190,7 @@ def run_with_tui(app: web.Application, log_file: str | None = None) -> None:
     if not errors:
         settings = app[SETTINGS]
         host = f"[{settings.host}]" if ":" in settings.host else settings.host
-        TopApp(url=f"http://{host}:{settings.port}", api_key=settings.api_key).run()
+        view(f"http://{host}:{settings.port}", settings.api_key)
         loop.call_soon_threadsafe(stop.set)
     thread.join()
     if errors:

@@ -6,6 +6,8 @@ import asyncio
 import concurrent.futures
 import socket
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from aiohttp import web
@@ -62,3 +64,17 @@ def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as s:
         s.bind((host, 0))
         return s.getsockname()[1]
+
+
+@contextmanager
+def served_engine(engine, name: str) -> Iterator[str]:
+    """``engine`` served as model ``name`` on a loopback port for the block; yields its URL
+    (what ``mlxctl model qualify`` checks the APIs through)."""
+    from mlxctl.server.app import init_app
+    from mlxctl.server.settings import ServeSettings
+
+    server = BackgroundServer(init_app(engine, ServeSettings(model_name=name))).start()
+    try:
+        yield server.url
+    finally:
+        server.stop()

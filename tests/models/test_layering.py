@@ -26,15 +26,7 @@ FORBIDDEN = {  # a layer (package) -> what no file in it may import
 }
 # Today's violations, the debt: (file, imported module) -> why it is not mended yet. Mend one,
 # then delete its entry (test_allowlist_holds_only_live_debt fails until you do).
-ALLOWED = {
-    # qualify's in-process mode serves the loaded engine over mlxctl's own HTTP stack to run the
-    # API checks; mending it means the CLI hands qualify a server factory.
-    ("mlxctl/models/qualify_local.py", "mlxctl.server.app"): "qualify serves the engine in process",
-    ("mlxctl/models/qualify_local.py", "mlxctl.server.runner"): "qualify serves the engine in process",
-    ("mlxctl/models/qualify_local.py", "mlxctl.server.settings"): "qualify serves the engine in process",
-    # serve --tui runs `mlxctl top` beside the server; the composition belongs in cli/serve.py.
-    ("mlxctl/server/lifecycle.py", "mlxctl.tui.top"): "serve --tui composes server and TopApp here",
-}
+ALLOWED: dict[tuple[str, str], str] = {}
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ import shutil
 
 import pytest
 
+from mlxctl.server.runner import served_engine
 from mlxctl.errors import UnavailableError
 from mlxctl.models.qualify import (
     CHECKS,
@@ -59,7 +60,7 @@ def _assert_all_pass(card: Scorecard) -> None:
 
 @pytest.mark.slow
 def test_in_process_scorecard(smollm2):
-    card = qualify_model(str(smollm2.path), budget=SMALL)
+    card = qualify_model(str(smollm2.path), budget=SMALL, serve=served_engine)
     _assert_all_pass(card)
     assert card.target == "in-process" and card.model == MODEL
     assert card.metrics["load_s"] > 0 and card.check("loads").detail.startswith("loaded in ")
@@ -92,7 +93,7 @@ def test_url_model_not_served(server_url):
 
 
 def test_without_chat_template_fails(no_template):
-    card = qualify_model(str(no_template), budget=SMALL)
+    card = qualify_model(str(no_template), budget=SMALL, serve=served_engine)
     statuses = {c.name: c.status for c in card.checks}
     assert statuses == {"loads": "pass", "chat_template": "fail", "deterministic": "skip",
                         "tool_call": "skip", "json_mode": "skip", "speed": "pass"}  # fmt: skip
@@ -130,7 +131,7 @@ def test_a_model_that_does_not_load(tmp_path, smollm2):
     for name in ("config.json", "tokenizer.json", "tokenizer_config.json"):
         shutil.copy(smollm2.path / name, folder / name)
     mx.save_safetensors(str(folder / "model.safetensors"), {"stray": mx.zeros(4)})
-    card = qualify_model(str(folder), budget=SMALL)
+    card = qualify_model(str(folder), budget=SMALL, serve=served_engine)
     assert [(c.name, c.status) for c in card.checks] == [("loads", "fail")] + [(n, "skip") for n in CHECKS[1:]]
     assert card.check("loads").detail.startswith("cannot load broken: ")
     assert not card.passed and card.metrics["load_s"] is None
