@@ -124,6 +124,7 @@ class _Generating(_Body):
 class OllamaChatRequest(_Generating):
     messages: list[OllamaMessage] = Field(default_factory=list)  # empty: only load the model
     tools: list[dict[str, Any]] | None = None
+    tool_choice: Any = None  # mlxctl extension, OpenAI's: "required" or {"type": "function", ...} forces a call
 
 
 class OllamaGenerateRequest(_Generating):

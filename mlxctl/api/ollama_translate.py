@@ -32,8 +32,9 @@ _SAMPLING = ("temperature", "top_p", "top_k", "min_p", "seed", "stop", "repeat_p
 
 def chat_request(body: OllamaChatRequest, reasoning: str | None) -> ChatCompletionRequest:
     """``reasoning``: the model's reasoning format (None: it does not think)."""
-    return _openai(body, [message for i, m in enumerate(body.messages) for message in _messages(i, m, body.messages)],
-                   body.tools, reasoning)
+    request = _openai(body, [message for i, m in enumerate(body.messages) for message in _messages(i, m, body.messages)],
+                      body.tools, reasoning)
+    return request if body.tool_choice is None else request.model_copy(update={"tool_choice": body.tool_choice})
 
 
 def generate_request(body: OllamaGenerateRequest, reasoning: str | None) -> ChatCompletionRequest:

@@ -73,8 +73,9 @@ def is_ollama(request: web.Request) -> bool:
 
 def error_body(request: web.Request, err: ApiError) -> dict:
     request[SENT_ERROR] = (err.anthropic_message or err.message if is_anthropic(request) else err.message, err.param)
-    if is_ollama(request):
-        return {"error": err.message}
+    if is_ollama(request):  # no param field in Ollama's shape: the message names it
+        named = err.param is None or err.param in err.message
+        return {"error": err.message if named else f"{err.param}: {err.message}"}
     if is_anthropic(request):
         kind = _ANTHROPIC_TYPES.get(err.status, "api_error")
         return {"type": "error", "error": {"type": kind, "message": err.anthropic_message or err.message}}
