@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 
+import httpx
 import jsonschema
 import ollama
 import pytest
@@ -19,24 +20,38 @@ from tests.server.infra import MODEL, served
 WEATHER = {"type": "function", "function": {"name": "get_weather", "parameters": {
     "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
 ASK = [{"role": "user", "content": "What is the weather in Paris?"}]
+FORCED = {"model": MODEL, "messages": ASK, "tools": [WEATHER], "tool_choice": "required",
+          "options": {"temperature": 0, "num_predict": 40}}
 CITY = {"type": "object", "properties": {"city": {"type": "string", "maxLength": 12}}, "required": ["city"],
         "additionalProperties": False}
 
 
 @pytest.fixture(scope="module")
-def client(engine):
+def url(engine):
     with served(engine, reasoning_parser="think") as base:
-        yield ollama.Client(host=base)
+        yield base
 
 
-def test_forced_tool_call_comes_whole_with_object_arguments(client):
-    """The client has no tool_choice argument: the same body, posted with its own HTTP client."""
-    r = client._client.post("/api/chat", json={"model": MODEL, "messages": ASK, "tools": [WEATHER], "stream": False,
-                                               "tool_choice": "required", "options": {"temperature": 0, "num_predict": 40}})
+@pytest.fixture(scope="module")
+def client(url) -> ollama.Client:
+    return ollama.Client(host=url)
+
+
+def test_forced_tool_call_comes_whole_with_object_arguments(url):
+    """The client has no tool_choice argument: the body it would send, with tool_choice added."""
+    r = httpx.post(f"{url}/api/chat", timeout=120, json={**FORCED, "stream": False})
     out = ollama.ChatResponse.model_validate(r.json())
     (call,) = out.message.tool_calls
     assert call.function.name == "get_weather" and isinstance(call.function.arguments["city"], str)
     assert out.done_reason == "stop"
+
+
+def test_streamed_forced_call_is_one_whole_call(url):
+    with httpx.stream("POST", f"{url}/api/chat", json=FORCED, timeout=120) as r:
+        lines = [ollama.ChatResponse.model_validate_json(line) for line in r.iter_lines()]
+    calls = [c for line in lines for c in line.message.tool_calls or ()]
+    assert [c.function.name for c in calls] == ["get_weather"] and isinstance(calls[0].function.arguments, dict)
+    assert lines[-1].done
 
 
 def test_a_templated_call_and_its_result_continue_the_chat(client):
