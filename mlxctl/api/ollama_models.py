@@ -38,7 +38,7 @@ class OllamaOptions(_Body):
     min_p: float | None = Field(None, ge=0, le=1)
     seed: int | None = None
     num_predict: int | None = Field(None, ge=-2)  # -1: no limit, -2: until the context is full
-    stop: list[str] | None = None
+    stop: str | list[str] | None = None
     repeat_penalty: float | None = Field(None, gt=0, le=2)
     repeat_last_n: int | None = Field(None, ge=-1)  # only -1 (the whole context) with a repeat_penalty
     presence_penalty: float | None = Field(None, ge=-2, le=2)

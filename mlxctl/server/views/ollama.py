@@ -26,7 +26,7 @@ from mlxctl.server.body import parse_body, validation_error
 from mlxctl.server.errors import ApiError
 from mlxctl.server.generate import generation
 from mlxctl.server.images import image_token, load_images
-from mlxctl.server.keys import SETTINGS
+from mlxctl.server.keys import POOL, SETTINGS
 from mlxctl.server.ndjson import open_ndjson, send_line
 from mlxctl.server.served_model import model_formats, sampling_defaults, served_names, use_model
 from mlxctl.server.text_chunks import TextChunks
@@ -39,7 +39,7 @@ async def chat(request: web.Request) -> web.StreamResponse:
     body = await parse_body(request, OllamaChatRequest)
     engine, output = await _model(request, body, started, chat=True)
     if not body.messages:
-        return web.json_response(output.loaded("load"))
+        return web.json_response(output.loaded(_load_reason(request, body)))
     formats = model_formats(request)
     translated = _translated(chat_request, body, formats.reasoning_parser)
     refs = [ImageRef(f"messages.{i}.images.{j}", data=data)
@@ -55,7 +55,7 @@ async def generate(request: web.Request) -> web.StreamResponse:
     body = await parse_body(request, OllamaGenerateRequest)
     engine, output = await _model(request, body, started, chat=False)
     if not body.prompt and not body.images:
-        return web.json_response(output.loaded("load"))
+        return web.json_response(output.loaded(_load_reason(request, body)))
     formats, tokenizer = model_formats(request), engine.model.tokenizer
     if body.raw or body.template:
         job, plan = raw_job(body, tokenizer, formats, sampling_defaults(request))
@@ -81,6 +81,15 @@ async def _model(request: web.Request, body: Any, started: float, chat: bool) ->
     """The request's engine, loaded, and its output (the load time is Ollama's load_duration)."""
     engine = await use_model(request, ollama_name(request, body.model), body.keep_alive)
     return engine, OllamaOutput(body.model, chat, started, time.perf_counter() - started)
+
+
+def _load_reason(request: web.Request, body: Any) -> str:
+    """A request with nothing to generate loads the model, or with keep_alive 0 unloads a pool
+    model once it is released (the primary model stays loaded)."""
+    from mlxctl.server.residency import parse_keep_alive
+
+    pooled = ollama_name(request, body.model) in request.app[POOL].models
+    return "unload" if pooled and body.keep_alive is not None and parse_keep_alive(body.keep_alive) == 0 else "load"
 
 
 def _translated(translate: Any, body: Any, reasoning: str | None) -> Any:
