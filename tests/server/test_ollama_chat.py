@@ -116,3 +116,9 @@ def test_generate_streams(client):
 def test_openai_sdk_is_untouched(url):
     with pytest.raises(openai.NotFoundError):
         openai_client(url).chat.completions.create(model="nope", messages=HI)
+
+
+def test_generate_template_with_another_action_is_refused(client):
+    with pytest.raises(ollama.ResponseError) as err:
+        client.generate(model=MODEL, prompt="x", template="{{ range .Messages }}{{ end }}")
+    assert err.value.status_code == 400 and "template" in err.value.error
