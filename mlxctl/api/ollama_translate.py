@@ -32,16 +32,15 @@ _SAMPLING = ("temperature", "top_p", "top_k", "min_p", "seed", "stop", "repeat_p
 
 def chat_request(body: OllamaChatRequest, reasoning: str | None) -> ChatCompletionRequest:
     """``reasoning``: the model's reasoning format (None: it does not think)."""
-    request = _openai(body, [message for i, m in enumerate(body.messages) for message in _messages(i, m, body.messages)],
-                      body.tools, reasoning)
-    return request if body.tool_choice is None else request.model_copy(update={"tool_choice": body.tool_choice})
+    messages = [_message(i, m, body.messages) for i, m in enumerate(body.messages)]
+    return _openai(body, messages, reasoning, tools=body.tools, tool_choice=body.tool_choice)
 
 
 def generate_request(body: OllamaGenerateRequest, reasoning: str | None) -> ChatCompletionRequest:
     """The prompt as one user turn, after the ``system`` prompt when one is given."""
     turns = [{"role": "system", "content": body.system}] if body.system else []
     turns.append({"role": "user", "content": _content(body.prompt, body.images)})
-    return _openai(body, turns, None, reasoning)
+    return _openai(body, turns, reasoning)
 
 
 def raw_job(body: OllamaGenerateRequest, tokenizer: Any, formats: ModelFormats,
@@ -77,12 +76,14 @@ def with_context(job: Job, context: list[int] | None, vocab_size: int) -> Job:
     return dataclasses.replace(job, tokens=[*context, *job.tokens])
 
 
-def _openai(body: OllamaChatRequest | OllamaGenerateRequest, messages: list[dict], tools: Any,
-            reasoning: str | None) -> ChatCompletionRequest:
+def _openai(body: OllamaChatRequest | OllamaGenerateRequest, messages: list[dict], reasoning: str | None,
+            tools: Any = None, tool_choice: Any = None) -> ChatCompletionRequest:
     fields: dict[str, Any] = {"model": body.model, "messages": messages, "stream": False,
                               **sampling_fields(body.options)}
     if tools:
         fields["tools"] = tools
+    if tool_choice is not None:  # an mlxctl extension: Ollama has no way to force a call
+        fields["tool_choice"] = tool_choice
     if (fmt := response_format(body.format)) is not None:
         fields["response_format"] = fmt
     fields |= think_fields(body.think, reasoning)
@@ -122,7 +123,7 @@ def think_fields(think: Any, reasoning: str | None) -> dict[str, Any]:
     return {"chat_template_kwargs": {"enable_thinking": think}}
 
 
-def _messages(index: int, message: OllamaMessage, history: list[OllamaMessage]) -> list[dict]:
+def _message(index: int, message: OllamaMessage, history: list[OllamaMessage]) -> dict:
     out: dict[str, Any] = {"role": message.role, "content": _content(message.content, message.images, index)}
     if message.images and message.role != "user":
         raise BadInputError(f"messages.{index}.images: images are only allowed in user messages",
@@ -137,7 +138,7 @@ def _messages(index: int, message: OllamaMessage, history: list[OllamaMessage]) 
         out["tool_call_id"] = _answered_call(index, message, history)
         if message.tool_name:
             out["name"] = message.tool_name
-    return [out]
+    return out
 
 
 def _content(text: str, images: list[str] | None, index: int = 0) -> Any:
