@@ -1,7 +1,8 @@
 """Protocol-shaped error responses.
 
 OpenAI clients expect ``{"error": {"message", "type", "param", "code"}}``; Anthropic clients
-expect ``{"type": "error", "error": {"type", "message"}}``. The path decides which shape.
+expect ``{"type": "error", "error": {"type", "message"}}``; Ollama clients (``/api/...``) expect
+``{"error": "message"}``. The path decides which shape.
 """
 
 from __future__ import annotations
@@ -79,8 +80,15 @@ def anthropic_client(request: web.Request) -> bool:
     return "anthropic-version" in request.headers or "x-api-key" in request.headers
 
 
+def is_ollama(request: web.Request) -> bool:
+    return request.path.startswith("/api/")
+
+
 def error_body(request: web.Request, err: ApiError) -> dict:
     request[SENT_ERROR] = (err.anthropic_message or err.message if is_anthropic(request) else err.message, err.param)
+    if is_ollama(request):  # no param field in Ollama's shape: the message names it
+        named = err.param is None or err.param in err.message
+        return {"error": err.message if named else f"{err.param}: {err.message}"}
     if is_anthropic(request):
         kind = _ANTHROPIC_TYPES.get(err.status, "api_error")
         return {"type": "error", "error": {"type": kind, "message": err.anthropic_message or err.message}}

@@ -26,6 +26,12 @@ PROTOCOL_MODELS = {
     "/detokenize": ("mlxctl.server.views.tokenize", ("DetokenizeRequest",)),
     "/v1/embeddings": ("mlxctl.server.views.embeddings", ("EmbeddingsRequest",)),
     "/v1/rerank": ("mlxctl.server.views.embeddings", ("RerankRequest",)),
+    "/api/chat": ("mlxctl.api.ollama_models", ("OllamaChatRequest",)),
+    "/api/generate": ("mlxctl.api.ollama_models", ("OllamaGenerateRequest",)),
+    "/api/show": ("mlxctl.api.ollama_models", ("OllamaShowRequest",)),
+    "/api/embed": ("mlxctl.api.ollama_models", ("OllamaEmbedRequest",)),
+    "/api/embeddings": ("mlxctl.api.ollama_models", ("OllamaEmbeddingsRequest",)),
+    "/api/pull": ("mlxctl.api.ollama_models", ("OllamaPullRequest",)),
 }
 
 

@@ -23,6 +23,15 @@ SUMMARIES = {
     "/openapi.json": "This document.",
     "/v1/embeddings": "OpenAI embeddings from the model serve --embedding-model names (float or base64).",
     "/v1/rerank": "Documents ordered by cosine similarity to the query (bi-encoder reranking).",
+    "/api/chat": "Ollama chat: NDJSON lines by default (stream: false for one object); errors are {\"error\": ...}.",
+    "/api/generate": "Ollama completion of a prompt (templated, or raw): NDJSON lines by default.",
+    "/api/tags": "Ollama: the served models.",
+    "/api/show": "Ollama: one served model's details, chat template and capabilities.",
+    "/api/ps": "Ollama: the loaded models.",
+    "/api/version": "Ollama: the server's version (mlxctl's).",
+    "/api/embed": "Ollama embeddings (L2-normalised) from the model serve --embedding-model names.",
+    "/api/embeddings": "Ollama's older embeddings endpoint: one prompt, one embedding.",
+    "/api/pull": "Ollama pull: mlxctl model acquire into the model store, progress as NDJSON status lines.",
     "/v1/audio/transcriptions/stream": "Live transcription: POST a chunked PCM/WAV body (server-sent events "
                                        "back), or GET a WebSocket (binary audio in, JSON events out).",
 }

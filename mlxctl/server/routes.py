@@ -13,6 +13,10 @@ from mlxctl.server.views import (
     health,
     mcp,
     models,
+    ollama,
+    ollama_embed,
+    ollama_info,
+    ollama_pull,
     openai,
     openapi,
     responses,
@@ -45,5 +49,19 @@ def setup_routes(app: web.Application) -> None:
     app.router.add_post("/v1/responses", responses.create)
     app.router.add_get("/v1/responses/{response_id}", responses.retrieve)
     app.router.add_delete("/v1/responses/{response_id}", responses.delete)
+    _ollama_routes(app)
     embeddings.setup(app)  # /v1/embeddings, /v1/rerank and the embedding model's thread
     audio.setup(app)  # /v1/audio/transcriptions, /speech and /voices, each audio model on its own thread
+
+
+def _ollama_routes(app: web.Application) -> None:
+    """Ollama's REST API (docs/serve.md, "Ollama API"); its errors are ``{"error": "..."}``."""
+    app.router.add_post("/api/chat", ollama.chat)
+    app.router.add_post("/api/generate", ollama.generate)
+    app.router.add_get("/api/tags", ollama_info.tags)
+    app.router.add_post("/api/show", ollama_info.show)
+    app.router.add_get("/api/ps", ollama_info.ps)
+    app.router.add_get("/api/version", ollama_info.version)
+    app.router.add_post("/api/embed", ollama_embed.embed)
+    app.router.add_post("/api/embeddings", ollama_embed.embeddings)
+    app.router.add_post("/api/pull", ollama_pull.pull)
