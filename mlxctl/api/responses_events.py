@@ -44,6 +44,10 @@ class ResponseEvents:
         body = self.draft.in_progress()
         return [self._event("response.created", response=body), self._event("response.in_progress", response=body)]
 
+    def in_progress(self) -> dict:
+        """A keep-alive: the response so far (the items closed), still in progress."""
+        return self._event("response.in_progress", response=self.draft.body("in_progress", list(self.items)))
+
     def events(self, segments: list[Segment]) -> list[dict]:
         out: list[dict] = []
         for segment in segments:

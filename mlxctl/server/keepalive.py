@@ -2,7 +2,8 @@
 text that is not sent yet, nothing else is written, and clients give up on a silent stream
 (Claude Code after about 15 s). ``kept_alive`` reads a view's source of events with a deadline
 of ``--sse-ping-interval`` seconds since the response last wrote, and writes the protocol's ping
-whenever it passes: an SSE comment by default, Anthropic's ``ping`` event where given."""
+whenever it passes: an SSE comment by default, the protocol's own event where it has one
+(Anthropic's ``ping``, the Responses API's ``response.in_progress``)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The one streaming lifecycle of every SSE endpoint (chat, completions, messages, responses).
+"""The one streaming lifecycle of every streamed endpoint (chat, completions, messages,
+responses over SSE; Ollama's chat and generate over NDJSON: :data:`NDJSON`).
 
 :func:`stream_sse` submits the jobs (a refusal is still a plain JSON error), opens the event
 stream, sends the encoder's opening events, then each choice's pieces of ``stream_interval``
@@ -12,7 +13,7 @@ aborts every unfinished engine request. A view is then parse -> prepare -> ``str
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack, aclosing
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -27,7 +28,8 @@ from mlxctl.server.errors import ApiError
 from mlxctl.server.generate import generation
 from mlxctl.server.keepalive import kept_alive
 from mlxctl.server.keys import SETTINGS
-from mlxctl.server.sse import SseResponse, open_sse, send
+from mlxctl.server.ndjson import open_ndjson, send_line
+from mlxctl.server.sse import SseResponse, open_sse, send, send_comment
 
 TIMEOUT_MESSAGE = "the request took longer than the server's request timeout"
 
@@ -40,10 +42,34 @@ class Sse:
     event: str | None = None
 
 
-class Encoder(Protocol):
-    """A protocol's stream: engine pieces -> its events. ``ping`` None: an SSE comment."""
+@dataclass(frozen=True)
+class Transport:
+    """How a stream is framed: opened (status and headers at once), written an event at a time,
+    and whether it can carry keep-alives."""
 
-    ping: Sse | None
+    open: Callable[[web.Request], Awaitable[SseResponse]]
+    write: Callable[[SseResponse, Sse], Awaitable[None]]
+    keepalive: bool = True
+
+
+async def _write_sse(resp: SseResponse, event: Sse) -> None:
+    await send(resp, event.data, event=event.event)
+
+
+async def _write_line(resp: SseResponse, event: Sse) -> None:
+    await send_line(resp, event.data)
+
+
+SSE = Transport(open_sse, _write_sse)
+NDJSON = Transport(open_ndjson, _write_line, keepalive=False)  # a blank line is no JSON object
+
+
+class Encoder(Protocol):
+    """A protocol's stream: engine pieces -> its events."""
+
+    def keepalive(self) -> Sse | None:
+        """The event a silent stream gets (None: an SSE comment, which some clients' idle timers
+        do not count)."""
 
     def opening(self, streams: list[RequestStream]) -> list[Sse]:
         """Sent once the jobs are submitted (``streams``, one per job)."""
@@ -63,55 +89,61 @@ async def open_generations(request: web.Request, stack: AsyncExitStack, jobs: Se
             for job in jobs]
 
 
-async def stream_sse(request: web.Request, jobs: Sequence[Any], encoder: Encoder) -> SseResponse:
+async def stream_sse(request: web.Request, jobs: Sequence[Any], encoder: Encoder,
+                     transport: Transport = SSE) -> SseResponse:
     """``jobs``: what to generate (``tokens``, ``params``, ``cache_salt``, ``images``, ``echo``);
     one per choice, in order."""
     resp = None
     try:
         async with AsyncExitStack() as stack:
             streams = await open_generations(request, stack, jobs)
-            resp = await open_sse(request)
-            await _write(request, resp, streams, jobs, encoder)
+            resp = await transport.open(request)
+            await _write(request, resp, streams, jobs, encoder, transport)
     except MlxctlError as err:
-        await _end(request, resp, encoder, ApiError.from_mlxctl(err))
+        await _end(request, resp, encoder, ApiError.from_mlxctl(err), transport)
     except TimeoutError:
-        await _end(request, resp, encoder, ApiError(504, TIMEOUT_MESSAGE))
+        await _end(request, resp, encoder, ApiError(504, TIMEOUT_MESSAGE), transport)
     except ConnectionError:
         if resp is None:
             raise
     return resp
 
 
-async def _end(request: web.Request, resp: SseResponse | None, encoder: Encoder, err: ApiError) -> None:
+async def _end(request: web.Request, resp: SseResponse | None, encoder: Encoder, err: ApiError,
+               transport: Transport) -> None:
     """An error after the stream started is its last event; before, it is the response."""
     if resp is None:
         raise err
     try:
-        await _send(resp, [encoder.error(request, err)])
+        await transport.write(resp, encoder.error(request, err))
     except ConnectionError:
         pass
 
 
-async def _send(resp: SseResponse, events: list[Sse]) -> None:
-    for event in events:
-        await send(resp, event.data, event=event.event)
-
-
 async def _write(request: web.Request, resp: SseResponse, streams: list[RequestStream], jobs: Sequence[Any],
-                 encoder: Encoder) -> None:
-    await _send(resp, encoder.opening(streams))
+                 encoder: Encoder, transport: Transport) -> None:
+    async def send_all(events: list[Sse]) -> None:
+        for event in events:
+            await transport.write(resp, event)
+
+    await send_all(encoder.opening(streams))
     interval = request.app[SETTINGS].stream_interval
     groupers = [ChunkGrouper(interval, job.params.logprobs, len(job.echo)) for job in jobs]
     finishes: list[FinishEvent | None] = [None] * len(jobs)
-    ping = None if encoder.ping is None else (lambda: _send(resp, [encoder.ping]))
-    async with aclosing(merge_streams(streams)) as merged, aclosing(kept_alive(request, resp, merged, ping)) as events:
+    async def ping() -> None:
+        event = encoder.keepalive()
+        await (send_comment(resp, "ping") if event is None else send_all([event]))
+
+    merged = merge_streams(streams)
+    events = kept_alive(request, resp, merged, ping) if transport.keepalive else merged
+    async with aclosing(merged), aclosing(events):
         async for i, event in events:
             finish = event if isinstance(event, FinishEvent) else None
             if finish is not None:
                 finishes[i] = finish
             if (piece := groupers[i].add(event, raw=True)) is not None:
-                await _send(resp, encoder.pieces(i, piece, finish))
-    await _send(resp, encoder.closing(finishes))
+                await send_all(encoder.pieces(i, piece, finish))
+    await send_all(encoder.closing(finishes))
 
 
 async def merge_streams(streams: list[RequestStream]) -> AsyncIterator[tuple[int, Event]]:

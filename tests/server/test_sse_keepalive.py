@@ -18,6 +18,9 @@ from tests.server.infra import MODEL, served
 
 INTERVAL_S, PINGS = 0.2, 3
 COMMENT, ANTHROPIC_PING = b": ping\n\n", b'event: ping\ndata: {"type": "ping"}\n\n'
+# Responses keep-alives are events (Codex's idle timer does not count comments); the stream's
+# opening sends one response.in_progress already
+IN_PROGRESS = b"event: response.in_progress\n"
 MESSAGES = [{"role": "user", "content": "Say hi."}]
 BASE = {"model": MODEL, "max_tokens": 4, "temperature": 0, "stream": True}
 BODIES = {
@@ -51,14 +54,15 @@ def read_until(chunks, raw: bytearray, marker: bytes, count: int) -> None:
         raw += next(chunks)
 
 
-def stream_while_held(url: str, path: str, gate: StepGate, marker: bytes) -> tuple[httpx.Response, bytes]:
-    """The raw bytes of a streamed ``path`` that waited for PINGS pings before the engine went on."""
+def stream_while_held(url: str, path: str, gate: StepGate, marker: bytes,
+                      count: int = PINGS) -> tuple[httpx.Response, bytes]:
+    """The raw bytes of a streamed ``path`` that waited for ``count`` markers before the engine went on."""
     held(gate)
     raw = bytearray()
     with httpx.stream("POST", url + path, json=BODIES[path], timeout=120) as r:  # a hang is a failure
         chunks = r.iter_raw()
         try:
-            read_until(chunks, raw, marker, PINGS)
+            read_until(chunks, raw, marker, count)
         finally:
             gate.release()
         for chunk in chunks:
@@ -115,7 +119,7 @@ def parse_messages(raw: bytes) -> str:
 CASES = [
     ("/v1/chat/completions", COMMENT, parse_chat, (b"data: [DONE]\n\n",)),
     ("/v1/completions", COMMENT, parse_completions, (b"data: [DONE]\n\n",)),
-    ("/v1/responses", COMMENT, parse_responses, (b"event: response.completed\n", b"event: response.incomplete\n")),
+    ("/v1/responses", IN_PROGRESS, parse_responses, (b"event: response.completed\n", b"event: response.incomplete\n")),
     ("/v1/messages", ANTHROPIC_PING, parse_messages, (b"event: message_stop\n",)),
 ]
 
@@ -124,9 +128,10 @@ CASES = [
 def test_a_queued_stream_gets_pings_then_completes_and_parses(gated, path, marker, parse, last):
     _, gate = gated
     with served(gated[0], sse_ping_interval_s=INTERVAL_S) as url:
-        r, raw = stream_while_held(url, path, gate, marker)
+        opening = int(marker == IN_PROGRESS)
+        r, raw = stream_while_held(url, path, gate, marker, PINGS + opening)
     assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
-    assert raw.count(marker) >= PINGS
+    assert raw.count(marker) >= PINGS + opening
     assert any(end in raw for end in last)  # the stream ran to its normal end
     assert parse(raw)  # the SDK read past every ping to the finished reply
 

@@ -87,7 +87,8 @@ class MessagesStream:
     first piece: the prompt is prefilled then, so its usage splits off the cached part as
     message_delta's does (pings keep the stream alive until then)."""
 
-    ping = _sse(events.ping())
+    def keepalive(self) -> Sse:
+        return _sse(events.ping())
 
     def __init__(self, model: str, input_tokens: int, splitter: OutputSplitter):
         self.model, self.input_tokens = model, input_tokens

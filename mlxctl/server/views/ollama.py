@@ -20,16 +20,16 @@ from mlxctl.api.chat_split import OutputSplitter, new_splitter
 from mlxctl.api.ollama_models import OllamaChatRequest, OllamaGenerateRequest, OllamaOptions
 from mlxctl.api.ollama_output import OllamaOutput
 from mlxctl.api.ollama_translate import chat_request, generate_request, length_params, raw_job, with_context
+from mlxctl.api.openai_pieces import Piece
 from mlxctl.api.openai_translate import Job, chat_jobs
-from mlxctl.errors import MlxctlError
+from mlxctl.engine.events import FinishEvent
 from mlxctl.server.body import parse_body, validation_error
 from mlxctl.server.errors import ApiError
 from mlxctl.server.generate import generation
 from mlxctl.server.images import image_token, load_images
 from mlxctl.server.keys import POOL, SETTINGS
-from mlxctl.server.ndjson import open_ndjson, send_line
+from mlxctl.server.streaming import NDJSON, TIMEOUT_MESSAGE, Sse, stream_sse
 from mlxctl.server.served_model import model_formats, sampling_defaults, served_names, use_model
-from mlxctl.server.text_chunks import TextChunks
 from mlxctl.vision import vision_of
 from mlxctl.vision.fetch import ImageRef
 
@@ -111,46 +111,39 @@ async def _respond(request: web.Request, stream: bool, job: Job, plan: ChatPlan,
                    output: OllamaOutput) -> web.StreamResponse:
     splitter = new_splitter(plan, job.reasoning_open)
     if stream:
-        return await stream_lines(request, job, splitter, output)
+        return await stream_sse(request, [job], OllamaStream(splitter, output), NDJSON)
     try:
         async with generation(request, job.tokens, job.params, job.cache_salt, job.images) as running:
             done = await running.collect_async()
     except TimeoutError as exc:
-        raise _timeout() from exc
+        raise ApiError(504, TIMEOUT_MESSAGE) from exc
     splitter.feed(done.text)
     splitter.finish()
     return web.json_response(output.whole(splitter.result(), done))
 
 
-async def stream_lines(request: web.Request, job: Job, splitter: OutputSplitter,
-                       output: OllamaOutput) -> web.StreamResponse:
-    """The NDJSON stream of one job: a line per piece, the statistics on the last. An error after
-    the 200 is a last ``{"error": ...}`` line, as Ollama sends it."""
-    resp = None
-    try:
-        async with generation(request, job.tokens, job.params, job.cache_salt, job.images) as running:
-            resp = await open_ndjson(request)  # refusals before this are plain JSON errors
-            chunks = TextChunks(running, max(1, request.app[SETTINGS].stream_interval))
-            async for text in chunks:
-                if (line := output.chunk(splitter.feed(text))) is not None:
-                    await send_line(resp, line)
-            await send_line(resp, output.final(splitter.finish(), chunks.finish))
-    except (MlxctlError, TimeoutError) as err:
-        if resp is None:
-            raise _timeout() if isinstance(err, TimeoutError) else err
-        message = _timeout().message if isinstance(err, TimeoutError) else ApiError.from_mlxctl(err).message
-        await _send_error(resp, message)
-    except ConnectionError:
-        pass  # the client went away; the generation was aborted on the way out
-    return resp
+class OllamaStream:
+    """A job's NDJSON lines: one per piece, the statistics on the last. An error after the 200 is
+    a last ``{"error": ...}`` line, as Ollama sends it."""
 
+    def keepalive(self) -> None:
+        return None  # never sent: NDJSON carries no keep-alives
 
-async def _send_error(resp: web.StreamResponse, message: str) -> None:
-    try:
-        await send_line(resp, {"error": message})
-    except ConnectionError:
-        pass
+    def __init__(self, splitter: OutputSplitter, output: OllamaOutput):
+        self.splitter, self.output = splitter, output
 
+    def opening(self, streams: list) -> list[Sse]:
+        return []
 
-def _timeout() -> ApiError:
-    return ApiError(504, "the request took longer than the server's request timeout")
+    def pieces(self, choice: int, piece: Piece, finish: FinishEvent | None) -> list[Sse]:
+        lines = [line] if piece.text and (line := self.output.chunk(self.splitter.feed(piece.text))) is not None else []
+        if finish is not None:
+            lines.append(self.output.final(self.splitter.finish(), finish))
+        return [Sse(line) for line in lines]
+
+    def closing(self, finishes: list[FinishEvent]) -> list[Sse]:
+        return []
+
+    def error(self, request: web.Request, err: ApiError) -> Sse:
+        return Sse({"error": err.message})
+

@@ -21,7 +21,8 @@ from mlxctl.server.streaming import Sse, stream_sse
 
 
 class OpenAIStream:
-    ping = None  # an SSE comment: OpenAI's SDKs skip it
+    def keepalive(self) -> None:
+        return None  # an SSE comment: OpenAI's SDKs skip it
 
     def __init__(self, jobs: list[Job], output: OpenAIOutput, n: int):
         self.jobs, self.output, self.n = jobs, output, n

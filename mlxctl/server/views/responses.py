@@ -92,7 +92,9 @@ class ResponsesStream:
     """The Responses stream (api/responses_events.py); ``body`` and ``result``: the finished
     response and its split output, once it has closed."""
 
-    ping = None  # an SSE comment
+    def keepalive(self) -> Sse:
+        """``response.in_progress`` again: Codex's idle timer counts events, not SSE comments."""
+        return _sse(self.events.in_progress())
 
     def __init__(self, draft: ResponseDraft, splitter: OutputSplitter, tokenizer: object = None):
         self.draft, self.splitter, self.tokenizer = draft, splitter, tokenizer
