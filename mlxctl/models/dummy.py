@@ -175,7 +175,9 @@ def load_dummy(ref: str | None, tokenizer_dir: Path, dtype: str = "auto", seed: 
     if prepare is not None:
         prepare(model, config)
     model.set_dtype(weight_dtype(dtype) or mx.bfloat16)
-    tokenizer = load_tokenizer(Path(tokenizer_dir))
+    # The borrowed tokenizer's own limit (SmolLM2's 8192) is not this model's: a longer prompt
+    # would log "longer than the specified maximum sequence length ... indexing errors".
+    tokenizer = load_tokenizer(Path(tokenizer_dir), {"model_max_length": context_length(config)})
     silence_unknown_tokens(model, len(tokenizer.vocab))  # before quantising: packed zeros are not zeros
     quantize_dummy(model, config)
     materialise(model)

@@ -26,3 +26,11 @@ def test_every_preset_builds(smollm2):
         small = dict(config, num_hidden_layers=1, hidden_size=64, intermediate_size=128, num_attention_heads=4,
                      num_key_value_heads=2, head_dim=16, moe_intermediate_size=32, num_experts=4, num_experts_per_tok=2)
         assert build_model(small) is not None, name
+
+
+def test_the_borrowed_tokenizer_takes_the_models_context_length(tmp_path, smollm2):
+    config = dict(PRESETS["smollm2-135m"], num_hidden_layers=1, max_position_embeddings=131072)
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    loaded = load_dummy(str(tmp_path), smollm2.path, "float32")
+    assert loaded.context_length == 131072
+    assert loaded.tokenizer.model_max_length == 131072  # not SmolLM2's 8192: no "indexing errors" warning
