@@ -5,7 +5,8 @@
 # only at the local server. The model is a dummy-weights llama (hidden size 128, 2 layers, a
 # 131072-token context): every client's prompt fits (Claude Code's is ~20k tokens) and prefills
 # in seconds; its answers are nonsense, the exchange is what is tested. Each client goes through
-# scripts/record_proxy.py, which keeps the body of every request answered 4xx.
+# scripts/record_proxy.py, which keeps the body of every request answered 4xx (of every POST with
+# RECORD_ALL=1) in $WORK/requests.
 #
 #   scripts/client_sessions.sh        # AGENTS=/tmp/agents (npm prefix) AIDER=/tmp/aider-venv/bin/aider
 #
@@ -22,9 +23,11 @@ WORK=${WORK:-$(mktemp -d /tmp/client-sessions.XXXXXX)}
 BIN=$AGENTS/node_modules/.bin
 MODEL=tiny
 PIDS=()
-trap 'kill "${PIDS[@]}" 2>/dev/null' EXIT
+CLIENT=
+trap 'kill $CLIENT "${PIDS[@]}" 2>/dev/null' EXIT
+trap 'exit 143' INT TERM
 
-mkdir -p "$WORK/tiny-long" "$WORK/refused"
+mkdir -p "$WORK/tiny-long" "$WORK/requests"
 cat > "$WORK/tiny-long/config.json" <<'EOF'
 {"model_type": "llama", "hidden_size": 128, "num_hidden_layers": 2, "intermediate_size": 256,
  "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32, "rms_norm_eps": 1e-5,
@@ -32,7 +35,8 @@ cat > "$WORK/tiny-long/config.json" <<'EOF'
  "max_position_embeddings": 131072}
 EOF
 
-# --default-max-tokens: Codex and aider send no output limit, and random weights never stop.
+# Random weights never stop: --default-max-tokens for Codex and aider, which send no output limit,
+# CLAUDE_CODE_MAX_OUTPUT_TOKENS for Claude Code (32000 by default), opencode's model limit.output.
 $PY -m mlxctl serve --load-format dummy -m "$MODEL=$WORK/tiny-long" -p "$PORT" --default-max-tokens 256 \
   > "$WORK/server.log" 2>&1 &
 PIDS+=($!)
@@ -43,8 +47,8 @@ NEXT_PORT=$((PORT + 1))
 proxy() {  # proxy NAME: a recording proxy for client NAME in front of the server, at $PROXY
   PROXY=$NEXT_PORT
   NEXT_PORT=$((NEXT_PORT + 1))
-  $PY scripts/record_proxy.py --upstream "http://127.0.0.1:$PORT" --port "$PROXY" --out "$WORK/refused" \
-    --tag "$1" > "$WORK/proxy-$1.log" 2>&1 &
+  $PY scripts/record_proxy.py --upstream "http://127.0.0.1:$PORT" --port "$PROXY" --out "$WORK/requests" \
+    --tag "$1" ${RECORD_ALL:+--all} > "$WORK/proxy-$1.log" 2>&1 &
   PIDS+=($!)
   curl -sf --retry 30 --retry-all-errors --retry-delay 1 -o /dev/null "http://127.0.0.1:$PROXY/health"
 }
@@ -53,8 +57,10 @@ session() {  # session NAME VERSION COMMAND...: run COMMAND in NAME's folder wit
   local name=$1 version=$2 rc
   shift 2
   mkdir -p "$WORK/$name/home" "$WORK/$name/work"
-  (cd "$WORK/$name/work" && HOME="$WORK/$name/home" timeout "$CLIENT_TIMEOUT" "$@" < /dev/null \
-    > "$WORK/$name.out" 2>&1)
+  (cd "$WORK/$name/work" && HOME="$WORK/$name/home" exec timeout "$CLIENT_TIMEOUT" "$@" < /dev/null \
+    > "$WORK/$name.out" 2>&1) &
+  CLIENT=$!  # timeout runs the client in a process group of its own: the traps end it by this id
+  wait "$CLIENT"
   rc=$?
   if [ "$rc" = 0 ]; then
     printf '%-16s %-20s pass\n' "$name" "$version"
@@ -69,6 +75,7 @@ claude_session() {
   session claude "$("$BIN/claude" --version | cut -d' ' -f1)" env ANTHROPIC_BASE_URL="http://127.0.0.1:$PROXY" \
     ANTHROPIC_AUTH_TOKEN=local ANTHROPIC_MODEL=$MODEL ANTHROPIC_DEFAULT_HAIKU_MODEL=$MODEL \
     ANTHROPIC_SMALL_FAST_MODEL=$MODEL CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 DISABLE_AUTOUPDATER=1 \
+    CLAUDE_CODE_MAX_OUTPUT_TOKENS=256 \
     "$BIN/claude" -p "say hi"
 }
 
@@ -120,4 +127,4 @@ opencode_session
 
 echo "server log: $WORK/server.log"
 grep -E ' [45][0-9][0-9]( |$)' "$WORK/server.log" | grep -v 'GET /health' || true
-ls "$WORK"/refused/*.json 2>/dev/null | sed 's/^/refused request: /'
+ls "$WORK"/requests/*-4[0-9][0-9].json 2>/dev/null | sed 's/^/refused request: /'

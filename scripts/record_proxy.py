@@ -1,12 +1,13 @@
 #!/usr/bin/env python3
 """A loopback proxy in front of `mlxctl serve` that keeps the bodies of refused requests.
 
-  python scripts/record_proxy.py --upstream http://127.0.0.1:8080 --port 8081 --out DIR [--tag NAME]
+  python scripts/record_proxy.py --upstream http://127.0.0.1:8080 --port 8081 --out DIR [--tag NAME] [--all]
 
 Every request is forwarded as it is (headers, body, streamed response chunk by chunk). A
 request answered 4xx has its body written to DIR/<tag>-<n>-<status>.json with its method,
 path and the error body, so an agent client's failing request can be replayed as a test
-fixture (tests/server/client_bodies/). scripts/client_sessions.sh points each client at one.
+fixture (tests/server/client_bodies/); with --all, every POST body is kept, whatever its answer.
+scripts/client_sessions.sh points each client at one.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--port", type=int, required=True, help="port to listen on (127.0.0.1)")
     parser.add_argument("--out", type=Path, required=True, help="folder for the refused requests")
     parser.add_argument("--tag", default="request", help="file-name prefix (the client's name)")
+    parser.add_argument("--all", action="store_true", help="keep every POST body, not only refused ones")
     return parser.parse_args()
 
 
@@ -37,7 +39,7 @@ def as_json(raw: bytes):
         return raw.decode("utf-8", "replace")
 
 
-def save_refused(args: argparse.Namespace, request: web.Request, body: bytes, status: int, answer: bytes) -> None:
+def save(args: argparse.Namespace, request: web.Request, body: bytes, status: int, answer: bytes) -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     n = len(list(args.out.glob(f"{args.tag}-*.json"))) + 1
     route = re.sub(r"[^a-z0-9]+", "_", request.path.lower()).strip("_")
@@ -55,9 +57,11 @@ def make_app(args: argparse.Namespace) -> web.Application:
                                    headers=headers, data=body) as upstream:
             if 400 <= upstream.status < 500:
                 answer = await upstream.read()
-                save_refused(args, request, body, upstream.status, answer)
+                save(args, request, body, upstream.status, answer)
                 return web.Response(status=upstream.status, body=answer,
                                     content_type=upstream.content_type)
+            if args.all and request.method == "POST":
+                save(args, request, body, upstream.status, b"")
             out = web.StreamResponse(status=upstream.status, headers={
                 k: v for k, v in upstream.headers.items() if k.lower() not in HOP_BY_HOP})
             await out.prepare(request)
