@@ -4,7 +4,8 @@
 # tools off), aider and opencode, each asked "say hi" in a temp folder with a temp HOME, pointed
 # only at the local server. The model is a dummy-weights llama (hidden size 128, 2 layers, a
 # 131072-token context): every client's prompt fits (Claude Code's is ~20k tokens) and prefills
-# in seconds; its answers are nonsense, the exchange is what is tested. Each client goes through
+# in seconds; its answers are nonsense, the exchange is what is tested. dummy_eos_scale makes
+# them end after a few tokens, as a real model's do (clients take a cut-off answer as an error). Each client goes through
 # scripts/record_proxy.py, which keeps the body of every request answered 4xx (of every POST with
 # RECORD_ALL=1) in $WORK/requests.
 #
@@ -32,11 +33,11 @@ cat > "$WORK/tiny-long/config.json" <<'EOF'
 {"model_type": "llama", "hidden_size": 128, "num_hidden_layers": 2, "intermediate_size": 256,
  "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32, "rms_norm_eps": 1e-5,
  "vocab_size": 49152, "rope_theta": 1000000.0, "tie_word_embeddings": true,
- "max_position_embeddings": 131072}
+ "max_position_embeddings": 131072, "dummy_eos_scale": 10}
 EOF
 
-# Random weights never stop: --default-max-tokens for Codex and aider, which send no output limit,
-# CLAUDE_CODE_MAX_OUTPUT_TOKENS for Claude Code (32000 by default), opencode's model limit.output.
+# Bounds in case an answer does not end: --default-max-tokens for Codex and aider, which send no
+# output limit, CLAUDE_CODE_MAX_OUTPUT_TOKENS for Claude Code (32000 by default), opencode's limit.output.
 $PY -m mlxctl serve --load-format dummy -m "$MODEL=$WORK/tiny-long" -p "$PORT" --default-max-tokens 256 \
   > "$WORK/server.log" 2>&1 &
 PIDS+=($!)
