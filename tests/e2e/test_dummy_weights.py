@@ -49,8 +49,8 @@ def tiny_config(tmp_path, **extra):
 def test_dummy_eos_scale_makes_sampled_answers_end_as_a_real_models_do(tmp_path, smollm2):
     loaded = load_dummy(tiny_config(tmp_path, dummy_eos_scale=10), smollm2.path, "float32")
     with Engine(lambda: loaded) as engine:
-        done = [engine.submit(list(range(100, 300)), SamplingParams(temperature=1.0, max_tokens=64, seed=seed)).collect()
-                for seed in range(4)]
+        done = [engine.submit(list(range(100, 300)), SamplingParams(temperature=1.0, max_tokens=64, seed=seed))
+                .collect() for seed in range(4)]
     assert [got.finish_reason.value for got in done] == ["stop"] * 4  # unscaled, all four run to 64 tokens
 
 
