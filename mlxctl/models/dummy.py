@@ -6,6 +6,7 @@ tokenizer is the default model's (SmolLM2, 49152 tokens), so any architecture ru
 Ids beyond the tokenizer's vocabulary decode to nothing. A config's ``quantization`` key
 (``{"group_size": 64, "bits": 4}``, as in an mlx-lm quantised checkpoint) quantises the random
 weights (models/dummy_quantize.py), so a model too large for bf16 runs as it is deployed.
+A ``dummy_eos_scale`` key (a config.json's, not a preset's) makes answers end (favour_eos).
 """
 
 from __future__ import annotations
@@ -157,6 +158,28 @@ def silence_unknown_tokens(model: Any, tokenizer_vocab: int) -> None:
         head.weight = head.weight * keep.astype(head.weight.dtype)
 
 
+def favour_eos(model: Any, config: dict, eos_ids: set[int]) -> None:
+    """Scale the output rows of the end-of-sequence ids by the config's ``dummy_eos_scale``: their
+    logits become that many times a random one, so an answer ends after a few tokens, as a real
+    model's does (random weights alone almost never pick one of 49,152 ids: a client that treats
+    a cut-off answer as an error, like Claude Code and Codex, could not finish a session)."""
+    import mlx.core as mx
+
+    scale = config.get("dummy_eos_scale")
+    if scale is None:
+        return
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or scale <= 0:
+        raise BadInputError(f"dummy_eos_scale must be a positive number, got {scale!r}")
+    head = _output_head(model) or getattr(getattr(model, "model", None), "embed_tokens", None)
+    if head is None or not hasattr(head, "weight"):
+        raise ModelFormatError("dummy_eos_scale: this architecture has no output head to scale")
+    rows = mx.arange(head.weight.shape[0])[:, None]
+    hit = mx.zeros(rows.shape, dtype=mx.bool_)
+    for eos in eos_ids:
+        hit = hit | (rows == eos)
+    head.weight = head.weight * mx.where(hit, scale, 1.0).astype(head.weight.dtype)
+
+
 def load_dummy(ref: str | None, tokenizer_dir: Path, dtype: str = "auto", seed: int = 0,
                prepare: Callable[[Any, dict], None] | None = None) -> Any:
     """A LoadedModel with random weights in ``dtype`` (auto: float32 on CPU, bfloat16 elsewhere).
@@ -175,8 +198,11 @@ def load_dummy(ref: str | None, tokenizer_dir: Path, dtype: str = "auto", seed: 
     if prepare is not None:
         prepare(model, config)
     model.set_dtype(weight_dtype(dtype) or mx.bfloat16)
-    tokenizer = load_tokenizer(Path(tokenizer_dir))
+    # The borrowed tokenizer's own limit (SmolLM2's 8192) is not this model's: a longer prompt
+    # would log "longer than the specified maximum sequence length ... indexing errors".
+    tokenizer = load_tokenizer(Path(tokenizer_dir), {"model_max_length": context_length(config)})
     silence_unknown_tokens(model, len(tokenizer.vocab))  # before quantising: packed zeros are not zeros
+    favour_eos(model, config, set(tokenizer.eos_token_ids))
     quantize_dummy(model, config)
     materialise(model)
     return LoadedModel(model=model, tokenizer=tokenizer, config=config, context_length=context_length(config),
