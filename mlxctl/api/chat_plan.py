@@ -321,10 +321,12 @@ def _harmony_call_grammar(answer: tuple[str, str, bool], reasoning_open: bool) -
 def _answer_grammar(plan: ChatPlan) -> tuple[str, str, bool] | None:
     """(kind, value, strict) of what the answer must be: a forced tool call or the output format."""
     from mlxctl.api import toolcalls
+    from mlxctl.api.toolcalls.schema_relax import enforceable_tools
 
     if _forced(plan):
         forcing = toolcalls.get_parser(plan.tool_parser).forcing_grammar
-        return "lark", forcing(plan.tools, plan.choice.name, plan.parallel), True
+        tools = enforceable_tools(plan.tools, plan.choice.name)  # non-strict tools relaxed (schema_relax)
+        return "lark", forcing(tools, plan.choice.name, plan.parallel), True
     fmt = plan.output_format
     return None if fmt is None else (fmt.kind, fmt.value, fmt.strict)
 
