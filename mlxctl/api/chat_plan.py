@@ -105,11 +105,24 @@ def openai_tools(tools: list[Any] | None) -> list[dict]:
 
 
 def responses_tools(tools: list[Any] | None) -> list[dict]:
+    """Function tools, a namespace's functions under their flat names, no hosted tools (see
+    :mod:`~mlxctl.api.responses_tools`)."""
+    from mlxctl.api.responses_tools import custom_refusal, is_hosted, namespace_functions
+
     out = []
     for i, tool in enumerate(tools or ()):
-        if not isinstance(tool, dict) or tool.get("type") != "function":
-            kind = tool.get("type") if isinstance(tool, dict) else type(tool).__name__
-            raise BadInputError(f"tools[{i}]: only function tools are supported, got {kind!r}")
+        kind = tool.get("type") if isinstance(tool, dict) else type(tool).__name__
+        if kind == "namespace":
+            for fn, where, name in namespace_functions(tool, f"tools[{i}]"):
+                checked = _function(fn, where)
+                out.append({**checked, "function": {**checked["function"], "name": name}})
+            continue
+        if kind == "custom":
+            raise custom_refusal(f"tools[{i}]", tool)
+        if is_hosted(kind):
+            continue  # accepted, not offered: mlxctl cannot run it
+        if kind != "function":
+            raise BadInputError(f"tools[{i}]: only function, namespace and hosted tools are supported, got {kind!r}")
         fn = {k: tool[k] for k in ("name", "description", "parameters", "strict") if k in tool}
         out.append(_function(fn, f"tools[{i}]"))
     return _unique(out)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from mlxctl.api.responses_objects import ResponseDraft, function_call_item, new_id, reasoning_item, text_part
+from mlxctl.api.responses_objects import ResponseDraft, new_id, reasoning_item, text_part
 
 
 @dataclass
@@ -55,7 +55,7 @@ class ResponseEvents:
         for delta in split.calls:
             if delta.id is not None:
                 out += self._close()
-                self._open, self._call, self._text = function_call_item(new_id("fc"), delta.id, delta.name, "", "in_progress"), delta.index, ""
+                self._open, self._call, self._text = self.draft.call_item(new_id("fc"), delta.id, delta.name, "", "in_progress"), delta.index, ""
                 out.append(self._event("response.output_item.added", output_index=self._index, item=self._open))
             if delta.arguments and self._call == delta.index:
                 out.append(self._event("response.function_call_arguments.delta", item_id=self._open["id"],
@@ -117,7 +117,8 @@ class ResponseEvents:
             out += [self._event("response.output_text.done", **self._where(), text=text, logprobs=[]),
                     self._event("response.content_part.done", **self._where(), part=done["content"][0])]
         else:
-            done = function_call_item(item["id"], item["call_id"], item["name"], text, "completed")
+            done = self.draft.call_item(item["id"], item["call_id"], item["name"], text, "completed",
+                                        item.get("namespace"))
             out.append(self._event("response.function_call_arguments.done", item_id=item["id"],
                                    output_index=self._index, name=item["name"], arguments=text))
         out.append(self._event("response.output_item.done", output_index=self._index, item=done))

@@ -90,6 +90,7 @@ class FunctionCallItem(_Strict):
     call_id: str
     name: str
     arguments: str
+    namespace: str | None = None  # a namespace tool's function (responses_tools)
     id: str | None = None
     status: str | None = None
 
