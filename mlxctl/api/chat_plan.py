@@ -105,11 +105,24 @@ def openai_tools(tools: list[Any] | None) -> list[dict]:
 
 
 def responses_tools(tools: list[Any] | None) -> list[dict]:
+    """Function tools, a namespace's functions under their flat names, no hosted tools (see
+    :mod:`~mlxctl.api.responses_tools`)."""
+    from mlxctl.api.responses_tools import custom_refusal, is_hosted, namespace_functions
+
     out = []
     for i, tool in enumerate(tools or ()):
-        if not isinstance(tool, dict) or tool.get("type") != "function":
-            kind = tool.get("type") if isinstance(tool, dict) else type(tool).__name__
-            raise BadInputError(f"tools[{i}]: only function tools are supported, got {kind!r}")
+        kind = tool.get("type") if isinstance(tool, dict) else type(tool).__name__
+        if kind == "namespace":
+            for fn, where, name in namespace_functions(tool, f"tools[{i}]"):
+                checked = _function(fn, where)
+                out.append({**checked, "function": {**checked["function"], "name": name}})
+            continue
+        if kind == "custom":
+            raise custom_refusal(f"tools[{i}]", tool)
+        if is_hosted(kind):
+            continue  # accepted, not offered: mlxctl cannot run it
+        if kind != "function":
+            raise BadInputError(f"tools[{i}]: only function, namespace and hosted tools are supported, got {kind!r}")
         fn = {k: tool[k] for k in ("name", "description", "parameters", "strict") if k in tool}
         out.append(_function(fn, f"tools[{i}]"))
     return _unique(out)
@@ -321,10 +334,12 @@ def _harmony_call_grammar(answer: tuple[str, str, bool], reasoning_open: bool) -
 def _answer_grammar(plan: ChatPlan) -> tuple[str, str, bool] | None:
     """(kind, value, strict) of what the answer must be: a forced tool call or the output format."""
     from mlxctl.api import toolcalls
+    from mlxctl.api.toolcalls.schema_relax import enforceable_tools
 
     if _forced(plan):
         forcing = toolcalls.get_parser(plan.tool_parser).forcing_grammar
-        return "lark", forcing(plan.tools, plan.choice.name, plan.parallel), True
+        tools = enforceable_tools(plan.tools, plan.choice.name)  # non-strict tools relaxed (schema_relax)
+        return "lark", forcing(tools, plan.choice.name, plan.parallel), True
     fmt = plan.output_format
     return None if fmt is None else (fmt.kind, fmt.value, fmt.strict)
 

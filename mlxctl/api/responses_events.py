@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from mlxctl.api.output_stream import REASONING, TEXT, Delta, Open, Segment
-from mlxctl.api.responses_objects import ResponseDraft, function_call_item, new_id, reasoning_item, text_part
+from mlxctl.api.responses_objects import ResponseDraft, new_id, reasoning_item, text_part
 
 
 @dataclass
@@ -75,7 +75,7 @@ class ResponseEvents:
         elif part.part == TEXT:
             self._open = self.draft.message_item("", "in_progress")
         else:
-            self._open = function_call_item(new_id("fc"), part.call_id, part.name, "", "in_progress")
+            self._open = self.draft.call_item(new_id("fc"), part.call_id, part.name, "", "in_progress")
         out = [self._event("response.output_item.added", output_index=self._index, item=self._open)]
         if part.part == TEXT:
             out.append(self._event("response.content_part.added", **self._where(), part=text_part("")))
@@ -99,7 +99,8 @@ class ResponseEvents:
             out += [self._event("response.output_text.done", **self._where(), text=text, logprobs=[]),
                     self._event("response.content_part.done", **self._where(), part=done["content"][0])]
         else:
-            done = function_call_item(item["id"], item["call_id"], item["name"], text, "completed")
+            done = self.draft.call_item(item["id"], item["call_id"], item["name"], text, "completed",
+                                        item.get("namespace"))
             out.append(self._event("response.function_call_arguments.done", item_id=item["id"],
                                    output_index=self._index, name=item["name"], arguments=text))
         out.append(self._event("response.output_item.done", output_index=self._index, item=done))

@@ -2,10 +2,11 @@
 
 Unknown fields are rejected (``extra="forbid"``). Advisory fields (metadata, client_metadata, user,
 service_tier, prompt caching hints, an ``include`` of data we never generate, ...) are accepted and
-have no effect. Function tools, tool_choice,
-reasoning and structured text formats are honoured (checked further in ``chat_plan.py``); fields
-that would change the output and that we cannot honour yet (built-in tools, background mode, ...)
-get a 400 that names them, never silent loss.
+have no effect. Function and namespace tools, tool_choice,
+reasoning and structured text formats are honoured (checked further in ``chat_plan.py``); hosted
+tools are accepted and not offered, and listed as such (``responses_tools.py``); fields that would
+change the output and that we cannot honour yet (background mode, ...) get a 400 that names them,
+never silent loss.
 """
 
 from __future__ import annotations
@@ -90,6 +91,7 @@ class FunctionCallItem(_Strict):
     call_id: str
     name: str
     arguments: str
+    namespace: str | None = None  # a namespace tool's function (responses_tools)
     id: str | None = None
     status: str | None = None
 

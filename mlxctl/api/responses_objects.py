@@ -7,6 +7,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from mlxctl.api.responses_models import ResponsesRequest
+from mlxctl.api.responses_tools import namespaced, not_offered
 
 
 def new_id(prefix: str) -> str:
@@ -33,7 +34,7 @@ def output_items(draft: "ResponseDraft", result, status: str) -> list[dict]:
     items = [reasoning_item(new_id("rs"), result.reasoning)] if result.reasoning else []
     if result.content or not (result.calls or result.reasoning):
         items.append(draft.message_item(result.content or "", status))
-    return items + [function_call_item(new_id("fc"), c.id, c.name, c.arguments, "completed") for c in result.calls]
+    return items + [draft.call_item(new_id("fc"), c.id, c.name, c.arguments, "completed") for c in result.calls]
 
 
 @dataclass
@@ -44,6 +45,17 @@ class ResponseDraft:
     id: str = field(default_factory=lambda: new_id("resp"))
     item_id: str = field(default_factory=lambda: new_id("msg"))
     created_at: int = field(default_factory=lambda: int(time.time()))
+
+    def call_item(self, item_id: str, call_id: str, name: str, arguments: str, status: str,
+                  namespace: str | None = None) -> dict:
+        """A function_call item; a namespaced function's (``name`` its flat name, or its own name
+        with ``namespace``) names the function and its namespace apart, as OpenAI does."""
+        item = function_call_item(item_id, call_id, name, arguments, status)
+        if namespace is None:
+            namespace, item["name"] = namespaced(self.req.tools).get(name, (None, name))
+        if namespace is not None:
+            item["namespace"] = namespace
+        return item
 
     def message_item(self, text: str, status: str) -> dict:
         content = [text_part(text)] if status != "in_progress" else []
@@ -66,6 +78,7 @@ class ResponseDraft:
             "tools": list(req.tools or []),
             "top_p": 1.0 if req.top_p is None else req.top_p, "truncation": "disabled",
             "usage": usage, "user": req.user, "metadata": req.metadata or {},
+            **({"tools_not_offered": hosted} if (hosted := not_offered(req.tools)) else {}),
         }
 
     def in_progress(self) -> dict:

@@ -33,6 +33,7 @@ from mlxctl.api.responses_models import (
     ResponsesRequest,
 )
 from mlxctl.api.responses_objects import ResponseDraft, output_items
+from mlxctl.api.responses_tools import check_choice, joined_name, log_not_offered
 from mlxctl.engine.events import FinishReason, Usage
 from mlxctl.api.sampling_defaults import NO_DEFAULTS, SamplingDefaults
 from mlxctl.engine.sampling import SamplingParams
@@ -83,7 +84,8 @@ def input_messages(req: ResponsesRequest, images: Sequence[Any] = (), image_toke
                 out.append(message)
         elif isinstance(item, FunctionCallItem):
             call = {"id": item.call_id, "type": "function",
-                    "function": {"name": item.name, "arguments": arguments_object(item.arguments)}}
+                    "function": {"name": joined_name(item.namespace, item.name),
+                                 "arguments": arguments_object(item.arguments)}}
             _assistant_turn(out)["tool_calls"] = [*_assistant_turn(out).get("tool_calls", []), call]
         elif isinstance(item, FunctionCallOutputItem):
             output = item.output if isinstance(item.output, str) else "".join(
@@ -123,11 +125,16 @@ def conversation_images(messages: Sequence[dict[str, Any]]) -> tuple:
 
 def chat_plan(req: ResponsesRequest, formats: ModelFormats) -> ChatPlan:
     tools = responses_tools(req.tools)
+    check_choice(req.tool_choice)
+    log_not_offered(req.tools)
     fmt = responses_text_format(req.text.format.model_dump() if req.text and req.text.format else None)
     kwargs: dict[str, Any] = {}
     if req.reasoning and req.reasoning.effort:
         kwargs |= {"reasoning_effort": req.reasoning.effort, "enable_thinking": req.reasoning.effort != "none"}
-    return make_plan(formats, tools, openai_choice(req.tool_choice, tools), fmt, template_kwargs=kwargs,
+    choice = req.tool_choice
+    if isinstance(choice, dict) and choice.get("namespace") and isinstance(choice.get("name"), str):
+        choice = {**choice, "name": joined_name(choice["namespace"], choice["name"])}
+    return make_plan(formats, tools, openai_choice(choice, tools), fmt, template_kwargs=kwargs,
                      parallel=req.parallel_tool_calls is True)
 
 

@@ -93,7 +93,7 @@ def test_the_hermes_system_prompt_does_not_show_strict():
 
 
 @pytest.mark.parametrize(("given", "words"), [
-    ([{"type": "web_search"}], ["tools[0]", "only function tools", "'web_search'"]),
+    ([{"type": "frobnicate"}], ["tools[0]", "only function, namespace and hosted tools", "'frobnicate'"]),
     ([WEATHER["function"]], ["tools[0]", "None"]),  # a bare function without its type
     (["f"], ["tools[0]", "'str'"]),
     ([{"type": "function", "parameters": SCHEMA}], ["tools[0].name"]),

@@ -98,7 +98,7 @@ def test_delete(client):
 
 
 @pytest.mark.parametrize("extra, named", [
-    ({"tools": [{"type": "web_search"}]}, "web_search"),
+    ({"tools": [{"type": "custom", "name": "apply_patch"}]}, "custom"),
     ({"reasoning": {"effort": "extreme"}}, "reasoning"),
     ({"text": {"format": {"type": "xml"}}}, "text.format"),
     ({"frobnicate": 1}, "frobnicate"),

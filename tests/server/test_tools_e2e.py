@@ -337,8 +337,8 @@ def test_responses_text_format_json_schema(oai):
 
 
 def test_responses_bad_tools_are_400s(oai):
-    text = bad_request(lambda: respond(oai, tools=[{"type": "web_search"}], max_output_tokens=2))
-    assert "tools[0]" in text and "web_search" in text
+    text = bad_request(lambda: respond(oai, tools=[{"type": "frobnicate"}], max_output_tokens=2))
+    assert "tools[0]" in text and "frobnicate" in text
     text = bad_request(lambda: respond(oai, tools=[RESPONSES_WEATHER], max_output_tokens=2,
                                        tool_choice={"type": "function", "name": "nope"}))
     assert "'nope'" in text
