@@ -175,9 +175,13 @@ async def test_pause_stops_polling_and_resumes(base_url):
         assert await until(pilot, lambda: app.tracker.polls > polls + 1)
         assert text_of(app, "#conn").startswith("connected to")
 
-        await pilot.press("r")  # reset clears the history; polling goes on
-        assert len(app.tracker.throughput) <= 1  # a poll may land right after the reset
+        await pilot.press("p")  # paused, so no poll lands between the reset and the check
+        assert await until(pilot, lambda: app.paused and not app._polling)  # and no poll in flight
+        assert len(app.tracker.throughput) >= 2
+        await pilot.press("r")  # reset clears the history; polling goes on once resumed
+        assert len(app.tracker.throughput) == 0
         polls = app.tracker.polls
+        await pilot.press("p")
         assert await until(pilot, lambda: app.tracker.polls > polls)
 
 
