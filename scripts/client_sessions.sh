@@ -25,6 +25,7 @@ BIN=$AGENTS/node_modules/.bin
 MODEL=tiny
 PIDS=()
 CLIENT=
+FAILED=0
 trap 'kill $CLIENT "${PIDS[@]}" 2>/dev/null' EXIT
 trap 'exit 143' INT TERM
 
@@ -66,6 +67,7 @@ session() {  # session NAME VERSION COMMAND...: run COMMAND in NAME's folder wit
   if [ "$rc" = 0 ]; then
     printf '%-16s %-20s pass\n' "$name" "$version"
   else
+    FAILED=$((FAILED + 1))
     printf '%-16s %-20s FAIL (exit %s): %s\n' "$name" "$version" "$rc" \
       "$(grep -iE 'error' "$WORK/$name.out" | tail -1 | cut -c1-200)"
   fi
@@ -129,3 +131,4 @@ opencode_session
 echo "server log: $WORK/server.log"
 grep -E ' [45][0-9][0-9]( |$)' "$WORK/server.log" | grep -v 'GET /health' || true
 ls "$WORK"/requests/*-4[0-9][0-9].json 2>/dev/null | sed 's/^/refused request: /'
+exit "$((FAILED > 0))"  # non-zero when a client failed
