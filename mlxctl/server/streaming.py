@@ -12,10 +12,10 @@ aborts every unfinished engine request. A view is then parse -> prepare -> ``str
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack, aclosing
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from aiohttp import web
 
@@ -29,6 +29,7 @@ from mlxctl.server.keepalive import kept_alive
 from mlxctl.server.keys import SETTINGS
 from mlxctl.server.sse import SseResponse, open_sse, send
 
+T = TypeVar("T")
 TIMEOUT_MESSAGE = "the request took longer than the server's request timeout"
 
 
@@ -65,20 +66,49 @@ async def open_generations(request: web.Request, stack: AsyncExitStack, jobs: Se
 async def stream_sse(request: web.Request, jobs: Sequence[Any], encoder: Encoder) -> SseResponse:
     """``jobs``: what to generate (``tokens``, ``params``, ``cache_salt``, ``images``, ``echo``);
     one per choice, in order."""
-    resp = None
-    try:
+
+    async def write(sse: SseSession) -> None:
         async with AsyncExitStack() as stack:
             streams = await open_generations(request, stack, jobs)
-            resp = await open_sse(request)
-            await _write(request, resp, streams, jobs, encoder)
+            resp = await sse.open()
+            await send_events(resp, encoder.opening())
+            finishes = await send_pieces(request, resp, streams, jobs, encoder)
+            await send_events(resp, encoder.closing(finishes))
+
+    return await sse_lifecycle(request, encoder, write)
+
+
+class SseSession:
+    """The event stream of one request, opened on first need (``resp`` None until then)."""
+
+    def __init__(self, request: web.Request):
+        self.request = request
+        self.resp: SseResponse | None = None
+
+    async def open(self) -> SseResponse:
+        if self.resp is None:
+            self.resp = await open_sse(self.request)
+        return self.resp
+
+
+async def sse_lifecycle(request: web.Request, encoder: Encoder,
+                        write: Callable[[SseSession], Awaitable[None]]) -> SseResponse:
+    """Run ``write`` (which opens the stream once the engine took the first job) and end the
+    stream the same way for every protocol: an error before it opened is the response, after
+    it the encoder's error event; a client that went away ends it quietly."""
+    sse = SseSession(request)
+    try:
+        await write(sse)
     except MlxctlError as err:
-        await _end(request, resp, encoder, ApiError.from_mlxctl(err))
+        await _end(request, sse.resp, encoder, ApiError.from_mlxctl(err))
+    except ApiError as err:
+        await _end(request, sse.resp, encoder, err)
     except TimeoutError:
-        await _end(request, resp, encoder, ApiError(504, TIMEOUT_MESSAGE))
+        await _end(request, sse.resp, encoder, ApiError(504, TIMEOUT_MESSAGE))
     except ConnectionError:
-        if resp is None:
+        if sse.resp is None:
             raise
-    return resp
+    return sse.resp
 
 
 async def _end(request: web.Request, resp: SseResponse | None, encoder: Encoder, err: ApiError) -> None:
@@ -86,31 +116,48 @@ async def _end(request: web.Request, resp: SseResponse | None, encoder: Encoder,
     if resp is None:
         raise err
     try:
-        await _send(resp, [encoder.error(request, err)])
+        await send_events(resp, [encoder.error(request, err)])
     except ConnectionError:
         pass
 
 
-async def _send(resp: SseResponse, events: list[Sse]) -> None:
+async def send_events(resp: SseResponse, events: list[Sse]) -> None:
     for event in events:
         await send(resp, event.data, event=event.event)
 
 
-async def _write(request: web.Request, resp: SseResponse, streams: list[RequestStream], jobs: Sequence[Any],
-                 encoder: Encoder) -> None:
-    await _send(resp, encoder.opening())
+async def send_pieces(request: web.Request, resp: SseResponse, streams: list[RequestStream], jobs: Sequence[Any],
+                      encoder: Any) -> list[FinishEvent]:
+    """Each choice's pieces of ``stream_interval`` tokens as ``encoder.pieces`` maps them, with
+    the encoder's keep-alive in every silence; the choices' finishes."""
     interval = request.app[SETTINGS].stream_interval
     groupers = [ChunkGrouper(interval, job.params.logprobs, len(job.echo)) for job in jobs]
     finishes: list[FinishEvent | None] = [None] * len(jobs)
-    ping = None if encoder.ping is None else (lambda: _send(resp, [encoder.ping]))
-    async with aclosing(merge_streams(streams)) as merged, aclosing(kept_alive(request, resp, merged, ping)) as events:
+    async with aclosing(merge_streams(streams)) as merged, aclosing(kept_alive(request, resp, merged, pinger(resp, encoder))) as events:
         async for i, event in events:
             finish = event if isinstance(event, FinishEvent) else None
             if finish is not None:
                 finishes[i] = finish
             if (piece := groupers[i].add(event, raw=True)) is not None:
-                await _send(resp, encoder.pieces(i, piece, finish))
-    await _send(resp, encoder.closing(finishes))
+                await send_events(resp, encoder.pieces(i, piece, finish))
+    return finishes
+
+
+def pinger(resp: SseResponse, encoder: Any) -> Callable[[], Awaitable[None]] | None:
+    """The encoder's keep-alive (None: an SSE comment)."""
+    return None if encoder.ping is None else (lambda: send_events(resp, [encoder.ping]))
+
+
+async def kept_alive_while(request: web.Request, resp: SseResponse, encoder: Any, work: Awaitable[T]) -> T:
+    """``work``'s result, with the encoder's keep-alive in every silence while it runs."""
+
+    async def one() -> AsyncIterator[T]:
+        yield await work
+
+    async with aclosing(kept_alive(request, resp, one(), pinger(resp, encoder))) as items:
+        async for item in items:
+            return item
+    raise RuntimeError("the work ended without a result")  # pragma: no cover
 
 
 async def merge_streams(streams: list[RequestStream]) -> AsyncIterator[tuple[int, Event]]:
