@@ -32,7 +32,8 @@ def server_patterns(servers: list[Any], configured: Any) -> list[str] | None:
         if config is not None and config.enabled is False:
             continue
         allowed = config.allowed_tools if config is not None else None
-        patterns += [f"{server.name}{SEPARATOR}*"] if allowed is None else [f"{server.name}{SEPARATOR}{t}" for t in allowed]
+        prefix = f"{server.name}{SEPARATOR}"
+        patterns += [f"{prefix}*"] if allowed is None else [f"{prefix}{t}" for t in allowed]
     return patterns
 
 

@@ -53,7 +53,8 @@ def mcp_entries(tools: list[Any] | None, configured: Any) -> tuple[list[Any], li
 def _allowed_names(allowed: Any, where: str) -> list[str] | None:
     if isinstance(allowed, dict):
         if allowed.get("read_only"):
-            raise BadInputError(f"{where}.read_only: not supported (name the tools in tool_names)", param=f"{where}.read_only")
+            raise BadInputError(f"{where}.read_only: not supported (name the tools in tool_names)",
+                                param=f"{where}.read_only")
         allowed = allowed.get("tool_names")
     if allowed is None:
         return None
@@ -64,8 +65,8 @@ def _allowed_names(allowed: Any, where: str) -> list[str] | None:
 
 def function_tools(offered: list[dict]) -> list[dict]:
     """The MCP tools (OpenAI chat shape) as Responses function tools."""
-    return [{"type": "function", **{k: v for k, v in t["function"].items() if k in ("name", "description", "parameters")}}
-            for t in offered]
+    keys = ("name", "description", "parameters")
+    return [{"type": "function", **{k: v for k, v in t["function"].items() if k in keys}} for t in offered]
 
 
 def list_tools_items(labels: list[str], offered: list[dict]) -> list[dict]:

@@ -512,8 +512,9 @@ def _cli_chat(engine: Any, spec: Any, tools: list[dict], tool_choice: Any) -> Ch
     from mlxctl.api.prompt import chat_messages
     from mlxctl.generation import with_image_marks
 
-    body = ChatCompletionRequest(model=engine.model.name, messages=chat_messages(with_image_marks(engine, spec), spec.system),
-                                 tools=tools or None, tool_choice=tool_choice)
+    messages = chat_messages(with_image_marks(engine, spec), spec.system)
+    body = ChatCompletionRequest(model=engine.model.name, messages=messages, tools=tools or None,
+                                 tool_choice=tool_choice)
     chat = chat_request(body, ModelFormats.detect(engine.model.tokenizer))
     return dataclasses.replace(chat, images=tuple(spec.images or ()))
 
@@ -542,8 +543,8 @@ class _CliRounds:
         from mlxctl.engine.stats_line import stats_line
 
         prepared = prepare_chat(self.engine.model.tokenizer, self.formats, chat)
-        stream = self.engine.submit(prepared.tokens, dataclasses.replace(self.params, constraint=prepared.params.constraint),
-                                    images=chat.images)
+        params = dataclasses.replace(self.params, constraint=prepared.params.constraint)
+        stream = self.engine.submit(prepared.tokens, params, images=chat.images)
         try:
             done = stream.collect()
         except KeyboardInterrupt:
@@ -567,8 +568,8 @@ def _print_answer(out: Any, model: str, loop: ToolLoop, result: RoundResult, usa
                "usage": {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
                          "total_tokens": usage.total_tokens}, **loop.extension()}
         if result.calls:
-            doc["tool_calls"] = [{"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
-                                 for c in result.calls]
+            doc["tool_calls"] = [{"id": c.id, "type": "function",
+                                  "function": {"name": c.name, "arguments": c.arguments}} for c in result.calls]
         out.data(doc)
         return
     for call in result.calls:  # calls of tools no MCP server offers

@@ -133,7 +133,8 @@ async def send_pieces(request: web.Request, resp: SseResponse, streams: list[Req
     interval = request.app[SETTINGS].stream_interval
     groupers = [ChunkGrouper(interval, job.params.logprobs, len(job.echo)) for job in jobs]
     finishes: list[FinishEvent | None] = [None] * len(jobs)
-    async with aclosing(merge_streams(streams)) as merged, aclosing(kept_alive(request, resp, merged, pinger(resp, encoder))) as events:
+    ping = pinger(resp, encoder)
+    async with aclosing(merge_streams(streams)) as merged, aclosing(kept_alive(request, resp, merged, ping)) as events:
         async for i, event in events:
             finish = event if isinstance(event, FinishEvent) else None
             if finish is not None:

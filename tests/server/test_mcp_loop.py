@@ -201,14 +201,14 @@ def _round(*names: str, reason: str = "tool_calls") -> RoundResult:
     return RoundResult(None, None, calls, reason)
 
 
-def _chat(choice) -> ChatRequest:
-    return ChatRequest(list(QUESTION), ChatPlan(), SamplingParams(), prefill="")
+def _chat() -> ChatRequest:
+    return ChatRequest(list(QUESTION), ChatPlan(), SamplingParams())
 
 
 def test_tool_loop_rounds():
     loop = ToolLoop({"calc__add"}, max_rounds=2, servers={"calc"},
                     client_names={"calc__mine"})
-    first_chat, later_chat = _chat(ADD), _chat("auto")
+    first_chat, later_chat = _chat(), _chat()
     assert loop.round_chat(first_chat, later_chat) is first_chat
     first = _round("calc__add", "calc__secret")  # an offered tool and a denied one: both to the hub
     calls = loop.after(first)
