@@ -6,6 +6,8 @@ message_delta -> message_stop. Each payload's ``type`` is also its SSE ``event:`
 
 from __future__ import annotations
 
+import json
+
 from mlxctl.api.anthropic_translate import tool_use_id, usage_body
 from mlxctl.api.output_stream import CALL, REASONING, TEXT, Delta, Open, Segment
 
@@ -60,14 +62,25 @@ class BlockStream:
     def events(self, segments: list[Segment]) -> list[dict]:
         return [event for segment in segments for event in self._event(segment)]
 
+    def whole(self, block: dict) -> list[dict]:
+        """A block complete when it starts (an MCP call that ran, its result): start, a tool use's
+        input as one input_json_delta, stop."""
+        if block["type"] != "mcp_tool_use":
+            return self._start(block) + [content_block_stop(self.index)]
+        return (self._start({**block, "input": {}}) + [input_json_delta(json.dumps(block["input"]), self.index)]
+                + [content_block_stop(self.index)])
+
+    def _start(self, block: dict) -> list[dict]:
+        self.index += 1
+        out = [content_block_start(self.index, block)]
+        if not self.pinged:
+            self.pinged = True
+            out.append(ping())
+        return out
+
     def _event(self, segment: Segment) -> list[dict]:
         if isinstance(segment, Open):
-            self.index += 1
-            out = [content_block_start(self.index, _block(segment))]
-            if not self.pinged:
-                self.pinged = True
-                out.append(ping())
-            return out
+            return self._start(_block(segment))
         if isinstance(segment, Delta):
             return [_DELTAS[segment.part](segment.text, self.index)]
         return ([signature_delta(self.index)] if segment.part == REASONING else []) + [content_block_stop(self.index)]

@@ -4,8 +4,8 @@ Unknown fields are rejected (``extra="forbid"``) so the client learns we ignored
 fields (metadata, service_tier, cache_control, ``context_management`` edits that change nothing,
 ...) are accepted and have no effect. Tools,
 tool_choice, extended thinking and ``output_config.format`` are honoured (checked further in
-``chat_plan.py``); fields we cannot honour yet (MCP servers, containers) are declared only so
-that a request using them gets a 400 naming them.
+``chat_plan.py``); ``mcp_servers`` runs the MCP tool loop (server/mcp_views.py); fields we
+cannot honour yet (containers) are declared only so that a request using them gets a 400 naming them.
 """
 
 from __future__ import annotations
@@ -114,6 +114,22 @@ class ContextManagement(_Strict):
     edits: list[dict[str, Any]] = []  # accepted only where they change nothing (anthropic_context.py)
 
 
+class McpToolConfiguration(_Strict):
+    enabled: bool | None = None
+    allowed_tools: list[Annotated[str, Field(min_length=1)]] | None = None
+
+
+class McpServer(_Strict):
+    """An MCP connector entry; ``name`` picks a server of ``serve --mcp-config`` (``url`` and
+    ``authorization_token`` are refused by the loop, naming the field)."""
+
+    type: Literal["url"]
+    name: str = Field(min_length=1)
+    url: str | None = None
+    authorization_token: str | None = None
+    tool_configuration: McpToolConfiguration | None = None
+
+
 class CountTokensRequest(_Strict):
     """The prompt part of a request: what /v1/messages/count_tokens accepts."""
 
@@ -123,7 +139,7 @@ class CountTokensRequest(_Strict):
     thinking: Thinking | None = None
     tools: list[Any] | None = None
     tool_choice: dict[str, Any] | None = None
-    mcp_servers: list[Any] | None = None
+    mcp_servers: list[McpServer] | None = None  # servers of `serve --mcp-config`, by name (docs/mcp.md)
     output_config: OutputConfig | None = None
     output_format: dict[str, Any] | None = None  # the beta spelling of output_config.format
     cache_control: dict[str, Any] | None = None  # advisory
@@ -135,11 +151,6 @@ class CountTokensRequest(_Strict):
         if value is not None and "messages" in info.data:
             check_edits(value.edits, info.data["messages"])
         return value
-
-    @field_validator("mcp_servers")
-    @classmethod
-    def _no_mcp(cls, value: Any) -> Any:
-        return _refuse_when_set(value, "MCP servers")
 
 
 class MessagesRequest(CountTokensRequest):

@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from mlxctl.api.chat_split import OutputSplitter, new_splitter
+from mlxctl.api.chat_split import OutputSplitter, SplitResult, new_splitter
 from mlxctl.api.openai_logprobs import TokenBytes, chat_logprobs, legacy_logprobs
 from mlxctl.api.openai_pieces import Piece
 from mlxctl.api.output_stream import CALL, REASONING, ChoiceSegments, Delta, Open, Segment
@@ -50,7 +50,9 @@ class OpenAIOutput:
                 "system_fingerprint": None}
 
     def response(self, pieces: Sequence[Piece], usage: Usage) -> dict[str, Any]:
-        choices = [self.choice(i, piece) for i, piece in enumerate(pieces)]
+        return self.body([self.choice(i, piece) for i, piece in enumerate(pieces)], usage)
+
+    def body(self, choices: list[dict[str, Any]], usage: Usage) -> dict[str, Any]:
         return {**self._head(self.object), "choices": choices, "usage": usage_body(usage)}
 
     def chunk(self, index: int, piece: Piece) -> dict[str, Any]:
@@ -94,15 +96,26 @@ class ChatOutput(OpenAIOutput):
 
     def choice(self, index: int, piece: Piece) -> dict[str, Any]:
         result = self.splitter(index).whole(piece.text)
+        reason = "tool_calls" if result.calls and piece.finish_reason == "stop" else piece.finish_reason
+        return self.split_choice(index, result, reason, piece.logprobs)
+
+    def split_choice(self, index: int, result: SplitResult, reason: str, logprobs: Any = None) -> dict[str, Any]:
+        """A choice from its split output and finish_reason."""
         message: dict[str, Any] = {"role": "assistant", "content": result.content, "refusal": None}
         if result.reasoning is not None:
             message |= {"reasoning_content": result.reasoning, "reasoning": result.reasoning}
         if result.calls:
             message["tool_calls"] = [{"id": c.id, "type": "function",
                                       "function": {"name": c.name, "arguments": c.arguments}} for c in result.calls]
-        reason = "tool_calls" if result.calls and piece.finish_reason == "stop" else piece.finish_reason
-        return {"index": index, "message": message, "logprobs": chat_logprobs(self.tokens, piece.logprobs),
+        return {"index": index, "message": message, "logprobs": chat_logprobs(self.tokens, logprobs),
                 "finish_reason": reason}
+
+    def split_chunk(self, segments: list[Segment], reason: str | None = None) -> dict[str, Any] | None:
+        """Choice 0's chunk from output segments (the MCP loop's rounds); None when it says nothing."""
+        delta = _delta(segments)
+        if not delta and reason is None:
+            return None
+        return self._chunk([{"index": 0, "delta": _ordered(delta), "logprobs": None, "finish_reason": reason}])
 
     def chunk(self, index: int, piece: Piece) -> dict[str, Any] | None:
         choice = self.chunk_choice(index, piece)

@@ -117,10 +117,15 @@ class OutputStream:
 
 
 class ChoiceSegments:
-    """A choice's text, piece by piece, through its splitter (api/chat_split.py) into segments."""
+    """A choice's text, piece by piece, through its splitter (api/chat_split.py) into segments.
 
-    def __init__(self, splitter, hold_blank: bool = True):
+    ``hidden``: names of calls the client does not see (the MCP tools the server runs): their
+    segments are left out (they still count as calls for the rules above)."""
+
+    def __init__(self, splitter, hold_blank: bool = True, hidden=None):
         self.splitter, self.stream = splitter, OutputStream(hold_blank)
+        self.hidden = hidden
+        self._hidden_calls: set[int] = set()
 
     @property
     def called(self) -> bool:
@@ -130,4 +135,11 @@ class ChoiceSegments:
         out = self.stream.feed(self.splitter.feed(text)) if text else []
         if last:
             out += self.stream.feed(self.splitter.finish()) + self.stream.finish()
-        return out
+        return out if self.hidden is None else [s for s in out if not self._is_hidden(s)]
+
+    def _is_hidden(self, segment: Segment) -> bool:
+        if segment.part != CALL:
+            return False
+        if isinstance(segment, Open) and self.hidden(segment.name):
+            self._hidden_calls.add(segment.index)
+        return segment.index in self._hidden_calls

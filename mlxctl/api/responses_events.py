@@ -69,6 +69,16 @@ class ResponseEvents:
         body = self.draft.body("failed", list(self.items), error={"code": code, "message": message})
         return self._event("response.failed", response=body)
 
+    def whole_item(self, item: dict, middle: list[tuple[str, dict]]) -> list[dict]:
+        """An item complete when it is announced (mcp_list_tools, an mcp_call that ran): added,
+        ``middle``'s (type, fields) events (item_id and output_index added), done."""
+        where = {"item_id": item["id"], "output_index": self._index}
+        out = [self._event("response.output_item.added", output_index=self._index, item=item)]
+        out += [self._event(kind, **where, **fields) for kind, fields in middle]
+        out.append(self._event("response.output_item.done", output_index=self._index, item=item))
+        self.items.append(item)
+        return out
+
     def _opened(self, part: Open) -> list[dict]:
         if part.part == REASONING:
             self._open = reasoning_item(new_id("rs"), None)

@@ -22,6 +22,7 @@ async) and :func:`run_with_mcp` (``mlxctl run --mcp-config``, blocking).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
 from dataclasses import dataclass
@@ -30,6 +31,9 @@ from typing import Any
 
 from aiohttp import web
 
+from mlxctl.api.chat_request import ChatRequest
+from mlxctl.api.chat_round import RoundResult, assistant_turn
+from mlxctl.api.toolcalls import ToolCall
 from mlxctl.errors import BadInputError, ContextOverflowError, MlxctlError
 from mlxctl.mcp.hub import SEPARATOR
 
@@ -197,11 +201,9 @@ def offered_tools(hub_tools: list[dict], patterns: list[str] | None = None) -> l
 
 
 def merged_tools(client: list[Any], mcp: list[dict]) -> list[Any]:
-    mcp_names = {t["function"]["name"] for t in mcp}
-    for tool in client:
-        fn = tool.get("function") if isinstance(tool, dict) else None
-        if isinstance(fn, dict) and fn.get("name") in mcp_names:
-            raise BadInputError(f"the tool {fn['name']!r} is given by the request and by an MCP server; rename it")
+    from mlxctl.api.chat_plan import openai_tools
+
+    check_no_clash({t["function"]["name"] for t in openai_tools(client)}, mcp)
     return [*client, *mcp]
 
 
@@ -227,18 +229,19 @@ class McpCall:
 class ToolLoop:
     """Rounds of one conversation: which calls to run, the messages they add, when to stop.
 
-    Each round's answer comes in as an OpenAI chat ``choice`` dict (``message`` with optional
-    ``tool_calls``, and ``finish_reason``); :meth:`after` says which MCP calls to run (none: the
-    loop is over), :meth:`ran` records their results and says whether to generate again. When
-    the loop ends the choice is left as the client should see it: MCP calls that were run or
-    that will not be run are taken out of ``tool_calls`` (the client's own calls stay).
-    ``added`` holds the messages the loop appended to the conversation, as OpenAI request
-    messages (the assistant's calls, then one ``tool`` message per result).
+    Each round's answer comes in as a :class:`~mlxctl.api.chat_round.RoundResult` (whatever the
+    protocol); :meth:`after` says which MCP calls to run (none: the loop is over), :meth:`ran`
+    records their results and says whether to generate again. When the loop ends the round is
+    left as the client should see it: MCP calls that were run or that will not be run are taken
+    out of its ``calls`` (the client's own calls stay). ``added`` holds the messages the loop
+    appended to the conversation, as chat-template messages (the assistant's calls, then one
+    ``tool`` message per result); ``history`` every round so far.
     """
 
     def __init__(self, mcp_names: set[str], max_rounds: int = DEFAULT_MAX_ROUNDS, *,
                  servers: Any = (), client_names: Any = ()):
         self.added: list[dict] = []
+        self.history: list[RoundResult] = []
         self.mcp_names = set(mcp_names)
         self.servers = set(servers)  # configured MCP server names: "<server>__..." calls go to the hub
         self.client_names = set(client_names)
@@ -248,74 +251,58 @@ class ToolLoop:
         self.calls: list[McpCall] = []
         self.note: str | None = None
 
-    def tool_choice(self, requested: Any) -> Any:
-        """The request's tool_choice in the first round; a forced one becomes "auto" after it."""
-        if self.rounds == 0 or requested in (None, "none", "auto"):
-            return requested
-        return "auto"
+    def round_chat(self, first: ChatRequest, later: ChatRequest) -> ChatRequest:
+        """The next round's chat: ``first`` (the client's, its tool_choice as asked) in the first
+        round, then ``later`` (a forced tool_choice made "auto") with the loop's messages appended."""
+        if self.rounds == 0:
+            return first
+        return dataclasses.replace(later, messages=[*later.messages, *self.added], prefill="")
 
-    def after(self, choice: dict) -> list[dict]:
+    def after(self, result: RoundResult) -> list[ToolCall]:
         """A round's answer: the MCP calls to run now ([] when the loop is over)."""
         self.rounds += 1
-        mcp, client = self._partition(choice)
+        self.history.append(result)
+        mcp, client = self._partition(result)
         if not mcp:
             return []
-        cut = choice.get("finish_reason") == "length"
+        cut = result.finish == "length"
         if cut or self.tool_rounds >= self.max_rounds:
             why = ("the answer reached max_tokens" if cut
                    else f"the MCP tool loop reached its limit of {self.max_rounds} round(s) of tool calls")
-            called = ", ".join(c["function"]["name"] for c in mcp)
+            called = ", ".join(c.name for c in mcp)
             self.note = f"stopped: {why}; the model's last MCP calls were not run ({called})"
-            _keep_calls(choice, client, "tool_calls" if client else "length")
+            _keep_calls(result, client, "tool_calls" if client else "length")
             return []
         return mcp
 
-    def ran(self, choice: dict, calls: list[dict], results: list[Any]) -> bool:
+    def ran(self, result: RoundResult, calls: list[ToolCall], results: list[Any]) -> bool:
         """Record the results of :meth:`after`'s calls; True to generate again."""
         self.tool_rounds += 1
-        for call, result in zip(calls, results, strict=True):
-            fn = call["function"]
-            self.calls.append(McpCall(call["id"], self.rounds, fn["name"], fn["arguments"], result))
-        _, client = self._partition(choice)
+        ran = [McpCall(c.id, self.rounds, c.name, c.arguments, r) for c, r in zip(calls, results, strict=True)]
+        self.calls += ran
+        result.ran = ran
+        _, client = self._partition(result)
         if client:  # the client runs its own calls; the MCP calls of this turn are done
-            _keep_calls(choice, client, "tool_calls")
+            _keep_calls(result, client, "tool_calls")
             return False
-        message = choice["message"]
-        assistant: dict[str, Any] = {
-            "role": "assistant", "content": message.get("content") or None,
-            "tool_calls": [{"id": c["id"], "type": "function",
-                            "function": {"name": c["function"]["name"], "arguments": c["function"]["arguments"]}}
-                           for c in calls],
-        }
-        if message.get("reasoning_content"):
-            assistant["reasoning_content"] = message["reasoning_content"]
-        self.added.append(assistant)
-        for call, result in zip(calls, results, strict=True):
-            self.added.append({"role": "tool", "tool_call_id": call["id"], "content": result.text})
+        self.added.append(assistant_turn(result, calls))
+        self.added += [{"role": "tool", "tool_call_id": c.id, "content": r.text} for c, r in zip(calls, results)]
+        _keep_calls(result, [], "stop")
         return True
 
-    def outgrown(self, choice: dict | None, error: BaseException) -> bool:
+    def outgrown(self, result: RoundResult | None, error: BaseException) -> bool:
         """Whether ``error``, refusing the next round, ends the loop rather than the request: the
-        results of ``choice``'s calls (the round before) grew the prompt past what the context
-        holds with the request's max_tokens. ``choice`` is then the answer, its MCP calls taken
-        out, with finish_reason "length" and the note saying why (the calls ran: mcp_calls)."""
+        results of ``result``'s calls (the round before) grew the prompt past what the context
+        holds with the request's max_tokens. ``result`` is then the answer, its MCP calls taken
+        out, with finish "length" and the note saying why (the calls ran: mcp_calls)."""
         overflow = error if isinstance(error, ContextOverflowError) else error.__cause__
-        if self.rounds == 0 or choice is None or not isinstance(overflow, ContextOverflowError):
+        if self.rounds == 0 or result is None or not isinstance(overflow, ContextOverflowError):
             return False
-        called = ", ".join(c["function"]["name"] for c in choice["message"].get("tool_calls") or ())
+        called = ", ".join(c.name for c in result.ran)
         self.note = (f"stopped: the prompt of round {self.rounds + 1} no longer fits: {overflow.message}; "
                      f"the results of the model's last MCP calls ({called}) were not given to it")
-        _keep_calls(choice, [], "length")
+        _keep_calls(result, [], "length")
         return True
-
-    def round_body(self, body: Any, tools: list[Any]) -> Any:
-        """The chat request of the next round: the conversation so far, every tool, this round's
-        tool_choice (``body`` is the client's ChatCompletionRequest)."""
-        from mlxctl.api.openai_models import ChatMessage
-
-        messages = [*body.messages, *(ChatMessage.model_validate(m) for m in self.added)]
-        return body.model_copy(update={"messages": messages, "tools": tools or None, "mcp": None,
-                                       "tool_choice": self.tool_choice(body.tool_choice)})
 
     def extension(self) -> dict[str, Any]:
         """The response's extension fields: mcp_calls, mcp_rounds and (if it stopped early) mcp_note."""
@@ -332,114 +319,133 @@ class ToolLoop:
         server, sep, _ = name.partition(SEPARATOR)
         return bool(sep) and server in self.servers and name not in self.client_names
 
-    def _partition(self, choice: dict) -> tuple[list[dict], list[dict]]:
-        calls = choice["message"].get("tool_calls") or []
-        mcp = [c for c in calls if self.is_mcp(c["function"]["name"])]
-        return mcp, [c for c in calls if not self.is_mcp(c["function"]["name"])]
+    def _partition(self, result: RoundResult) -> tuple[list[ToolCall], list[ToolCall]]:
+        mcp = [c for c in result.calls if self.is_mcp(c.name)]
+        return mcp, [c for c in result.calls if not self.is_mcp(c.name)]
 
 
-def _keep_calls(choice: dict, client: list[dict], finish_reason: str) -> None:
-    message = choice["message"]
-    if client:
-        message["tool_calls"] = client
-    else:
-        message.pop("tool_calls", None)
-    choice["finish_reason"] = finish_reason
+def _keep_calls(result: RoundResult, client: list[ToolCall], finish: str) -> None:
+    result.calls = client
+    result.finish = finish
 
 
 # ---- the server's driver ---------------------------------------------------------------------
 
 
-async def chat_with_mcp(request: web.Request, body: Any, tokenizer: Any, images: Any = (),
-                        image_token: str | None = None) -> web.Response:
-    """POST /v1/chat/completions with the MCP loop (non-streamed, one choice). The client's
-    images (and video frames) go with every round: they stand in its messages, which every
-    round's prompt starts with (so the prefix cache serves them after the first round)."""
-    from mlxctl.api.chat_plan import openai_tools
-    from mlxctl.api.openai_output import total_usage, usage_body
-    from mlxctl.server.errors import ApiError
-    from mlxctl.server.keys import SETTINGS
-    from mlxctl.server.served_model import model_formats
+@dataclass
+class McpTools:
+    """A request's MCP tools: the app's service and started hub, and the tools offered (OpenAI shape)."""
 
-    settings = request.app[SETTINGS]
-    service = _checked_service(request, body)
-    client_tools, patterns = split_tools(body.tools, body.mcp)
-    hub = await service.ready()
-    mcp_tools = offered_tools(hub.tools(), patterns)
-    tools = merged_tools(client_tools, mcp_tools)
-    rounds = _ServerRounds(request, tokenizer, model_formats(request), images, image_token)
-    loop = ToolLoop({t["function"]["name"] for t in mcp_tools}, settings.mcp_max_rounds, servers=hub.config.servers,
-                    client_names={t["function"]["name"] for t in openai_tools(client_tools)})
-    response: dict = {}
-    choice: dict | None = None
-    try:
-        async with asyncio.timeout(settings.request_timeout_s):
-            while True:
-                if service.closed:  # shutting down: the hub is gone, so no round can call tools
-                    raise ApiError(503, "the server is shutting down", headers={"Retry-After": "5"})
-                try:
-                    response = await rounds.run(loop.round_body(body, tools))
-                except ApiError as err:
-                    if loop.outgrown(choice, err):
-                        break
-                    raise
-                choice = response["choices"][0]
-                calls = loop.after(choice)
-                if not calls or not loop.ran(choice, calls, await _call_all(hub, calls)):
-                    break
-    except TimeoutError as exc:
-        raise ApiError(504, "the request took longer than the server's request timeout") from exc
-    response["usage"] = usage_body(total_usage(rounds.usages, 1))
-    return web.json_response({**response, **loop.extension()})
+    service: McpService
+    hub: Any
+    offered: list[dict] = dataclasses.field(default_factory=list)
+
+    def offer(self, patterns: list[str] | None) -> None:
+        """Offer the hub's tools that match ``patterns`` (None: all of them)."""
+        self.offered = offered_tools(self.hub.tools(), patterns)
+
+    def loop(self, request: web.Request, client_names: Any = ()) -> ToolLoop:
+        from mlxctl.server.keys import SETTINGS
+
+        return ToolLoop({t["function"]["name"] for t in self.offered}, request.app[SETTINGS].mcp_max_rounds,
+                        servers=self.hub.config.servers, client_names=client_names)
 
 
-def _checked_service(request: web.Request, body: Any) -> Any:
-    """The app's MCP service, for a request the loop can answer (a 400 naming why otherwise)."""
+async def mcp_tools(request: web.Request, param: str) -> McpTools:
+    """The app's started MCP hub for a request that opted in (``param``: the field it opted in
+    with, named by the 400 when the server has no --mcp-config); nothing offered yet."""
     from mlxctl.server.errors import ApiError
 
     service = mcp_service(request.app)
     if service is None:
         raise ApiError(400, "this server has no MCP tools: start it with --mcp-config FILE to use the MCP "
-                            "tool loop", param="mcp", code="mcp_not_configured")
-    if body.stream:
-        raise ApiError(400, "the MCP tool loop answers whole responses only: send stream=false with mcp",
-                       param="stream")
-    if body.n != 1:
-        raise ApiError(400, "the MCP tool loop generates one choice: n must be 1", param="n")
-    return service
+                            "tool loop", param=param, code="mcp_not_configured")
+    return McpTools(service, await service.ready())
 
 
-class _ServerRounds:
-    """One round of the server's loop: the round's chat request through the engine, answered
-    as a whole OpenAI response; the rounds' usages are kept for the total."""
+def check_no_clash(client_names: Any, offered: list[dict]) -> None:
+    """A client tool may not have an MCP tool's name."""
+    for tool in offered:
+        if tool["function"]["name"] in set(client_names):
+            raise BadInputError(f"the tool {tool['function']['name']!r} is given by the request and by an MCP server; "
+                                "rename it")
 
-    def __init__(self, request: web.Request, tokenizer: Any, formats: Any, images: Any, image_token: str | None):
+
+def later_choice(choice: Any) -> Any:
+    """An OpenAI / Responses tool_choice after the first round: a forced one becomes "auto"."""
+    return choice if choice in (None, "none", "auto") else "auto"
+
+
+class ServerRounds:
+    """The rounds of one request through the engine, each prepared with ``prepare_chat``, split
+    with its splitter and read as a :class:`RoundResult`; the rounds' usages are kept for the total."""
+
+    def __init__(self, request: web.Request, tokenizer: Any, formats: Any):
         self.request, self.tokenizer, self.formats = request, tokenizer, formats
-        self.images, self.image_token = images, image_token
         self.usages: list[Any] = []
 
-    async def run(self, round_body: Any) -> dict:
-        from contextlib import AsyncExitStack
+    async def whole(self, chat: ChatRequest) -> RoundResult:
+        from mlxctl.api.chat_request import prepare_chat
+        from mlxctl.server.generate import generation
 
-        from mlxctl.api.openai_output import ChatOutput
-        from mlxctl.api.openai_pieces import whole
-        from mlxctl.api.openai_translate import chat_jobs
-        from mlxctl.server.served_model import sampling_defaults
-        from mlxctl.server.streaming import open_generations
+        prepared = prepare_chat(self.tokenizer, self.formats, chat)
+        async with generation(self.request, prepared.tokens, prepared.params, prepared.cache_salt,
+                              prepared.images) as stream:
+            done = await stream.collect_async()
+        self.usages.append(done.usage)
+        return RoundResult.of(prepared.splitter().whole(done.text), done.finish_reason, done.stop_string,
+                              done.usage, done.logprobs)
 
-        jobs, plan = chat_jobs(round_body, self.tokenizer, self.formats, images=self.images,
-                               image_token=self.image_token, defaults=sampling_defaults(self.request))
-        async with AsyncExitStack() as stack:
-            (stream,) = await open_generations(self.request, stack, jobs)
-            completion = await stream.collect_async()
-        self.usages.append(completion.usage)
-        output = ChatOutput(round_body.model, self.tokenizer, False, plan, jobs[0].reasoning_open)
-        return output.response([whole(completion)], completion.usage)
+    def usage(self) -> Any:
+        from mlxctl.api.openai_output import total_usage
+
+        return total_usage(self.usages, 1)
 
 
-async def _call_all(hub: Any, calls: list[dict]) -> list[Any]:
+async def drive(mcp: McpTools, loop: ToolLoop, first: ChatRequest, later: ChatRequest, run_round: Any,
+                call_tools: Any = None, announce: Any = None) -> RoundResult:
+    """The rounds until the loop ends; the answer. ``run_round(chat)`` generates one round;
+    ``call_tools(calls)`` runs MCP calls (default: on the hub at once); ``announce(result)``
+    follows each round whose MCP calls ran."""
+    from mlxctl.server.errors import ApiError
+
+    result: RoundResult | None = None
+    while True:
+        if mcp.service.closed:  # shutting down: the hub is gone, so no round can call tools
+            raise ApiError(503, "the server is shutting down", headers={"Retry-After": "5"})
+        try:
+            current = await run_round(loop.round_chat(first, later))
+        except (ApiError, MlxctlError) as err:
+            if loop.outgrown(result, err):
+                return result
+            raise
+        result = current
+        calls = loop.after(result)
+        if not calls:
+            return result
+        again = loop.ran(result, calls, await (call_tools or (lambda c: call_all(mcp.hub, c)))(calls))
+        if announce is not None:
+            await announce(result)
+        if not again:
+            return result
+
+
+async def answer_with_mcp(request: web.Request, mcp: McpTools, loop: ToolLoop, first: ChatRequest,
+                          later: ChatRequest, rounds: ServerRounds) -> RoundResult:
+    """The non-streamed loop, within the server's request timeout."""
+    from mlxctl.server.errors import ApiError
+    from mlxctl.server.keys import SETTINGS
+
+    try:
+        async with asyncio.timeout(request.app[SETTINGS].request_timeout_s):
+            return await drive(mcp, loop, first, later, rounds.whole)
+    except TimeoutError as exc:
+        raise ApiError(504, "the request took longer than the server's request timeout") from exc
+
+
+async def call_all(hub: Any, calls: list[ToolCall]) -> list[Any]:
     """Run a round's calls on their MCP servers at once, each logged."""
-    results = await asyncio.gather(*(hub.call(c["function"]["name"], c["function"]["arguments"]) for c in calls))
+    results = await asyncio.gather(*(hub.call(c.name, c.arguments) for c in calls))
     for result in results:
         log.info("MCP call %s: %s in %.3fs", result.name, "error" if result.is_error else "ok", result.duration_s)
     return results
@@ -460,9 +466,6 @@ def run_with_mcp(out: Any, engine: Any, spec: Any, params: Any, *, config: Any, 
                  verbose: bool = False) -> None:
     """``mlxctl run`` with MCP tools: the loop in this process, the final answer on stdout and
     every call with its result on stderr. ``spec``'s images go with every round."""
-    from mlxctl.api.openai_models import ChatCompletionRequest
-    from mlxctl.api.prompt import chat_messages
-    from mlxctl.generation import with_image_marks
     from mlxctl.mcp import McpHubThread
 
     _quiet_hub_log()
@@ -476,29 +479,44 @@ def run_with_mcp(out: Any, engine: Any, spec: Any, params: Any, *, config: Any, 
         loop = ToolLoop(set(names), max_rounds, servers=hub.hub.config.servers)
         # The prompt and the tool-call constraint come from the same chat request the server
         # builds; the sampling is run's own.
-        body = ChatCompletionRequest(model=engine.model.name,
-                                     messages=chat_messages(with_image_marks(engine, spec), spec.system),
-                                     tool_choice=cli_tool_choice(tool_choice))
-        rounds = _CliRounds(engine, params, spec.images)
-        choice: dict | None = None
+        first, later = (_cli_chat(engine, spec, tools, choice)
+                        for choice in (cli_tool_choice(tool_choice), later_choice(cli_tool_choice(tool_choice))))
+        rounds = _CliRounds(engine, params)
+        result: RoundResult | None = None
         while True:
             try:
-                choice = rounds.run(loop.round_body(body, tools))
+                current = rounds.run(loop.round_chat(first, later))
             except ContextOverflowError as err:
-                if loop.outgrown(choice, err):
+                if loop.outgrown(result, err):
                     break
                 raise
+            result = current
             if verbose:
                 out.message(f"mcp: round {loop.rounds + 1}: {rounds.stats}")
-            calls = loop.after(choice)
+            calls = loop.after(result)
             if not calls:
                 break
-            results = [hub.call(c["function"]["name"], c["function"]["arguments"]) for c in calls]
-            for call, result in zip(calls, results, strict=True):
-                out.message(_report(call, result))
-            if not loop.ran(choice, calls, results):
+            results = [hub.call(c.name, c.arguments) for c in calls]
+            for call, outcome in zip(calls, results, strict=True):
+                out.message(_report(call, outcome))
+            if not loop.ran(result, calls, results):
                 break
-    _print_answer(out, engine.model.name, loop, choice, rounds.usages)
+    _print_answer(out, engine.model.name, loop, result, rounds.usages)
+
+
+def _cli_chat(engine: Any, spec: Any, tools: list[dict], tool_choice: Any) -> ChatRequest:
+    """``run``'s chat as the server would prepare it (its images go with every round)."""
+    from mlxctl.api.chat_plan import ModelFormats
+    from mlxctl.api.openai_models import ChatCompletionRequest
+    from mlxctl.api.openai_translate import chat_request
+    from mlxctl.api.prompt import chat_messages
+    from mlxctl.generation import with_image_marks
+
+    messages = chat_messages(with_image_marks(engine, spec), spec.system)
+    body = ChatCompletionRequest(model=engine.model.name, messages=messages, tools=tools or None,
+                                 tool_choice=tool_choice)
+    chat = chat_request(body, ModelFormats.detect(engine.model.tokenizer))
+    return dataclasses.replace(chat, images=tuple(spec.images or ()))
 
 
 def _quiet_hub_log() -> None:
@@ -509,30 +527,24 @@ def _quiet_hub_log() -> None:
 
 
 class _CliRounds:
-    """One round of ``run``'s loop: the round's chat request through the in-process engine with
-    run's sampling, answered as the OpenAI choice the server would give."""
+    """One round of ``run``'s loop: the round's chat through the in-process engine with run's
+    sampling (the plan's constraint on it), read as the server reads a round."""
 
-    def __init__(self, engine: Any, params: Any, images: Any):
+    def __init__(self, engine: Any, params: Any):
         from mlxctl.api.chat_plan import ModelFormats
 
-        self.engine, self.params, self.images = engine, params, images
+        self.engine, self.params = engine, params
         self.formats = ModelFormats.detect(engine.model.tokenizer)
         self.usages: list[Any] = []
         self.stats = ""
 
-    def run(self, round_body: Any) -> dict:
-        import dataclasses
-
-        from mlxctl.api.openai_output import ChatOutput
-        from mlxctl.api.openai_pieces import whole
-        from mlxctl.api.openai_translate import chat_jobs
+    def run(self, chat: ChatRequest) -> RoundResult:
+        from mlxctl.api.chat_request import prepare_chat
         from mlxctl.engine.stats_line import stats_line
 
-        tokenizer = self.engine.model.tokenizer
-        jobs, plan = chat_jobs(round_body, tokenizer, self.formats)
-        job = jobs[0]
-        stream = self.engine.submit(job.tokens, dataclasses.replace(self.params, constraint=job.params.constraint),
-                                    images=self.images)
+        prepared = prepare_chat(self.engine.model.tokenizer, self.formats, chat)
+        params = dataclasses.replace(self.params, constraint=prepared.params.constraint)
+        stream = self.engine.submit(prepared.tokens, params, images=chat.images)
         try:
             done = stream.collect()
         except KeyboardInterrupt:
@@ -540,39 +552,38 @@ class _CliRounds:
             raise
         self.usages.append(done.usage)
         self.stats = stats_line(done)
-        output = ChatOutput(self.engine.model.name, tokenizer, False, plan, job.reasoning_open)
-        return output.response([whole(done)], done.usage)["choices"][0]
+        return RoundResult.of(prepared.splitter().whole(done.text), done.finish_reason, done.stop_string, done.usage)
 
 
-def _print_answer(out: Any, model: str, loop: ToolLoop, choice: dict, usages: list[Any]) -> None:
+def _print_answer(out: Any, model: str, loop: ToolLoop, result: RoundResult, usages: list[Any]) -> None:
     """The last round's answer: text on stdout (or one JSON object), notes on stderr."""
     from mlxctl.api.openai_output import total_usage
 
-    message = choice["message"]
-    text = message.get("content") or ""
+    text = result.content or ""
     if loop.note:
         out.warn(loop.note)
     if out.is_json:
         usage = total_usage(usages, 1)
-        result = {"model": model, "text": text, "finish_reason": choice["finish_reason"],
-                  "usage": {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
-                            "total_tokens": usage.total_tokens}, **loop.extension()}
-        if message.get("tool_calls"):
-            result["tool_calls"] = message["tool_calls"]
-        out.data(result)
+        doc = {"model": model, "text": text, "finish_reason": result.finish,
+               "usage": {"prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.completion_tokens,
+                         "total_tokens": usage.total_tokens}, **loop.extension()}
+        if result.calls:
+            doc["tool_calls"] = [{"id": c.id, "type": "function",
+                                  "function": {"name": c.name, "arguments": c.arguments}} for c in result.calls]
+        out.data(doc)
         return
-    for call in message.get("tool_calls") or ():  # calls of tools no MCP server offers
-        out.message(f"mcp: the model called {call['function']['name']}, which no MCP server offers")
+    for call in result.calls:  # calls of tools no MCP server offers
+        out.message(f"mcp: the model called {call.name}, which no MCP server offers")
     out.text(text if text.endswith("\n") else text + "\n")
 
 
-def _report(call: dict, result: Any) -> str:
+def _report(call: ToolCall, result: Any) -> str:
     text = " ".join(result.text.split())
     if len(text) > _REPORT_CHARS:
         text = text[:_REPORT_CHARS] + "..."
     try:
-        arguments = json.dumps(json.loads(call["function"]["arguments"] or "{}"), ensure_ascii=False)
+        arguments = json.dumps(json.loads(call.arguments or "{}"), ensure_ascii=False)
     except json.JSONDecodeError:
-        arguments = call["function"]["arguments"]
+        arguments = call.arguments
     outcome = f"error: {text}" if result.is_error else text
-    return f"mcp: {call['function']['name']} {arguments} -> {outcome} ({result.duration_s:.2f}s)"
+    return f"mcp: {call.name} {arguments} -> {outcome} ({result.duration_s:.2f}s)"

@@ -16,7 +16,7 @@ import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack, aclosing
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from aiohttp import web
 
@@ -31,6 +31,7 @@ from mlxctl.server.keys import SETTINGS
 from mlxctl.server.ndjson import open_ndjson, send_line
 from mlxctl.server.sse import SseResponse, open_sse, send, send_comment
 
+T = TypeVar("T")
 TIMEOUT_MESSAGE = "the request took longer than the server's request timeout"
 
 
@@ -93,20 +94,49 @@ async def stream_sse(request: web.Request, jobs: Sequence[Any], encoder: Encoder
                      transport: Transport = SSE) -> SseResponse:
     """``jobs``: what to generate (``tokens``, ``params``, ``cache_salt``, ``images``, ``echo``);
     one per choice, in order."""
-    resp = None
-    try:
+
+    async def write(stream: StreamSession) -> None:
         async with AsyncExitStack() as stack:
             streams = await open_generations(request, stack, jobs)
-            resp = await transport.open(request)
-            await _write(request, resp, streams, jobs, encoder, transport)
+            resp = await stream.open()
+            await send_events(resp, encoder.opening(streams), transport)
+            finishes = await send_pieces(request, resp, streams, jobs, encoder, transport)
+            await send_events(resp, encoder.closing(finishes), transport)
+
+    return await stream_lifecycle(request, encoder, write, transport)
+
+
+class StreamSession:
+    """The stream of one request, opened on first need (``resp`` None until then)."""
+
+    def __init__(self, request: web.Request, transport: Transport = SSE):
+        self.request, self.transport = request, transport
+        self.resp: SseResponse | None = None
+
+    async def open(self) -> SseResponse:
+        if self.resp is None:
+            self.resp = await self.transport.open(self.request)
+        return self.resp
+
+
+async def stream_lifecycle(request: web.Request, encoder: Encoder, write: Callable[[StreamSession], Awaitable[None]],
+                           transport: Transport = SSE) -> SseResponse:
+    """Run ``write`` (which opens the stream once the engine took the first job) and end the
+    stream the same way for every protocol: an error before it opened is the response, after
+    it the encoder's error event; a client that went away ends it quietly."""
+    stream = StreamSession(request, transport)
+    try:
+        await write(stream)
     except MlxctlError as err:
-        await _end(request, resp, encoder, ApiError.from_mlxctl(err), transport)
+        await _end(request, stream.resp, encoder, ApiError.from_mlxctl(err), transport)
+    except ApiError as err:
+        await _end(request, stream.resp, encoder, err, transport)
     except TimeoutError:
-        await _end(request, resp, encoder, ApiError(504, TIMEOUT_MESSAGE), transport)
+        await _end(request, stream.resp, encoder, ApiError(504, TIMEOUT_MESSAGE), transport)
     except ConnectionError:
-        if resp is None:
+        if stream.resp is None:
             raise
-    return resp
+    return stream.resp
 
 
 async def _end(request: web.Request, resp: SseResponse | None, encoder: Encoder, err: ApiError,
@@ -120,30 +150,50 @@ async def _end(request: web.Request, resp: SseResponse | None, encoder: Encoder,
         pass
 
 
-async def _write(request: web.Request, resp: SseResponse, streams: list[RequestStream], jobs: Sequence[Any],
-                 encoder: Encoder, transport: Transport) -> None:
-    async def send_all(events: list[Sse]) -> None:
-        for event in events:
-            await transport.write(resp, event)
+async def send_events(resp: SseResponse, events: list[Sse], transport: Transport = SSE) -> None:
+    for event in events:
+        await transport.write(resp, event)
 
-    await send_all(encoder.opening(streams))
+
+async def send_pieces(request: web.Request, resp: SseResponse, streams: list[RequestStream], jobs: Sequence[Any],
+                      encoder: Any, transport: Transport = SSE) -> list[FinishEvent]:
+    """Each choice's pieces of ``stream_interval`` tokens as ``encoder.pieces`` maps them, with
+    the encoder's keep-alive in every silence (where the transport has them); the finishes."""
     interval = request.app[SETTINGS].stream_interval
     groupers = [ChunkGrouper(interval, job.params.logprobs, len(job.echo)) for job in jobs]
     finishes: list[FinishEvent | None] = [None] * len(jobs)
-    async def ping() -> None:
-        event = encoder.keepalive()
-        await (send_comment(resp, "ping") if event is None else send_all([event]))
-
     merged = merge_streams(streams)
-    events = kept_alive(request, resp, merged, ping) if transport.keepalive else merged
+    events = kept_alive(request, resp, merged, pinger(resp, encoder)) if transport.keepalive else merged
     async with aclosing(merged), aclosing(events):
         async for i, event in events:
             finish = event if isinstance(event, FinishEvent) else None
             if finish is not None:
                 finishes[i] = finish
             if (piece := groupers[i].add(event, raw=True)) is not None:
-                await send_all(encoder.pieces(i, piece, finish))
-    await send_all(encoder.closing(finishes))
+                await send_events(resp, encoder.pieces(i, piece, finish), transport)
+    return finishes
+
+
+def pinger(resp: SseResponse, encoder: Any) -> Callable[[], Awaitable[None]]:
+    """The encoder's keep-alive event (an SSE comment where it has none)."""
+
+    async def ping() -> None:
+        event = encoder.keepalive()
+        await (send_comment(resp, "ping") if event is None else send_events(resp, [event]))
+
+    return ping
+
+
+async def kept_alive_while(request: web.Request, resp: SseResponse, encoder: Any, work: Awaitable[T]) -> T:
+    """``work``'s result, with the encoder's keep-alive in every silence while it runs."""
+
+    async def one() -> AsyncIterator[T]:
+        yield await work
+
+    async with aclosing(kept_alive(request, resp, one(), pinger(resp, encoder))) as items:
+        async for item in items:
+            return item
+    raise RuntimeError("the work ended without a result")  # pragma: no cover
 
 
 async def merge_streams(streams: list[RequestStream]) -> AsyncIterator[tuple[int, Event]]:

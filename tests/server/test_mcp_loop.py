@@ -15,7 +15,11 @@ import httpx
 import openai
 import pytest
 
-from mlxctl.api.openai_models import ChatCompletionRequest
+from mlxctl.api.chat_plan import ChatPlan
+from mlxctl.api.chat_request import ChatRequest
+from mlxctl.api.chat_round import RoundResult
+from mlxctl.api.toolcalls import ToolCall
+from mlxctl.engine.sampling import SamplingParams
 from mlxctl.errors import BadInputError, ContextOverflowError
 from mlxctl.server.errors import ApiError
 from mlxctl.server.mcp_loop import ToolLoop, split_tools
@@ -157,12 +161,11 @@ def test_client_tools_end_the_loop(mcp_server):
     assert resp.model_extra["mcp_calls"] == [] and resp.model_extra["mcp_rounds"] == 1
 
 
-def test_streaming_and_several_choices_are_refused(mcp_server):
+def test_several_choices_are_refused(mcp_server):
     url, _ = mcp_server
-    for extra, field in (({"stream": True}, "stream"), ({"n": 2}, "n")):
-        r = httpx.post(f"{url}/v1/chat/completions", timeout=60,
-                       json={"model": MODEL, "messages": QUESTION, "mcp": True, **extra})
-        assert r.status_code == 400 and r.json()["error"]["param"] == field
+    r = httpx.post(f"{url}/v1/chat/completions", timeout=60,
+                   json={"model": MODEL, "messages": QUESTION, "mcp": True, "n": 2})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "n"
 
 
 def test_without_mcp_config(base_url):
@@ -193,44 +196,45 @@ class _Result:
         self.text, self.is_error, self.server, self.tool, self.duration_s = text, is_error, "calc", "add", 0.0
 
 
-def _choice(*names: str, reason: str = "tool_calls") -> dict:
-    calls = [{"id": f"call_{i}", "type": "function", "function": {"name": n, "arguments": '{"a": 1}'}}
-             for i, n in enumerate(names)]
-    message = {"role": "assistant", "content": None, **({"tool_calls": calls} if calls else {})}
-    return {"index": 0, "message": message, "finish_reason": reason}
+def _round(*names: str, reason: str = "tool_calls") -> RoundResult:
+    calls = [ToolCall(n, '{"a": 1}', f"call_{i}") for i, n in enumerate(names)]
+    return RoundResult(None, None, calls, reason)
+
+
+def _chat() -> ChatRequest:
+    return ChatRequest(list(QUESTION), ChatPlan(), SamplingParams())
 
 
 def test_tool_loop_rounds():
     loop = ToolLoop({"calc__add"}, max_rounds=2, servers={"calc"},
                     client_names={"calc__mine"})
-    assert loop.tool_choice(ADD) == ADD
-    first = _choice("calc__add", "calc__secret")  # an offered tool and a denied one: both to the hub
+    first_chat, later_chat = _chat(), _chat()
+    assert loop.round_chat(first_chat, later_chat) is first_chat
+    first = _round("calc__add", "calc__secret")  # an offered tool and a denied one: both to the hub
     calls = loop.after(first)
-    assert [c["function"]["name"] for c in calls] == ["calc__add", "calc__secret"]
+    assert [c.name for c in calls] == ["calc__add", "calc__secret"]
     assert loop.ran(first, calls, [_Result("2"), _Result("Error: not allowed", True)])
-    assert loop.tool_choice(ADD) == "auto" and loop.tool_choice("none") == "none"
     assert [m["role"] for m in loop.added] == ["assistant", "tool", "tool"]
-    assert loop.added[0]["tool_calls"][0]["function"]["arguments"] == '{"a": 1}'
-    body = ChatCompletionRequest(model=MODEL, messages=QUESTION, tool_choice=ADD, mcp=True)
-    again = loop.round_body(body, [{"type": "function", "function": {"name": "calc__add"}}])
-    assert [m.role for m in again.messages] == ["user", "assistant", "tool", "tool"]
-    assert again.tool_choice == "auto" and again.mcp is None and again.messages[3].content == "Error: not allowed"
-    mixed = _choice("calc__add", "calc__mine")  # a client tool: run the MCP call, then hand back
+    assert loop.added[0]["tool_calls"][0]["function"]["arguments"] == {"a": 1}
+    again = loop.round_chat(first_chat, later_chat)
+    assert [m["role"] for m in again.messages] == ["user", "assistant", "tool", "tool"]
+    assert again.messages[3]["content"] == "Error: not allowed" and len(later_chat.messages) == 1
+    mixed = _round("calc__add", "calc__mine")  # a client tool: run the MCP call, then hand back
     calls = loop.after(mixed)
     assert not loop.ran(mixed, calls, [_Result("2")])
-    assert [c["function"]["name"] for c in mixed["message"]["tool_calls"]] == ["calc__mine"]
-    assert mixed["finish_reason"] == "tool_calls"
-    over = _choice("calc__add")  # two rounds of calls ran: no third
-    assert loop.after(over) == [] and over["finish_reason"] == "length" and "tool_calls" not in over["message"]
+    assert [c.name for c in mixed.calls] == ["calc__mine"] and mixed.finish == "tool_calls"
+    assert [c.name for c in mixed.ran] == ["calc__add"]
+    over = _round("calc__add")  # two rounds of calls ran: no third
+    assert loop.after(over) == [] and over.finish == "length" and not over.calls
     ext = loop.extension()
     assert len(ext["mcp_calls"]) == 3 and ext["mcp_rounds"] == 3 and "limit of 2" in ext["mcp_note"]
 
 
 def test_tool_loop_stops_on_a_cut_answer_and_plain_text():
     loop = ToolLoop({"calc__add"})
-    cut = _choice("calc__add", reason="length")
+    cut = _round("calc__add", reason="length")
     assert loop.after(cut) == [] and "max_tokens" in loop.note
-    assert ToolLoop({"calc__add"}).after(_choice(reason="stop")) == []
+    assert ToolLoop({"calc__add"}).after(_round(reason="stop")) == []
 
 
 def test_tool_loop_ends_when_a_later_round_outgrows_the_context():
@@ -238,14 +242,14 @@ def test_tool_loop_ends_when_a_later_round_outgrows_the_context():
                                     max_tokens=90, param="max_tokens")
     loop = ToolLoop({"calc__add"})
     assert not loop.outgrown(None, overflow)  # the first round: the request fails
-    first = _choice("calc__add")
+    first = _round("calc__add")
     assert loop.ran(first, loop.after(first), [_Result("2")])
     assert not loop.outgrown(first, BadInputError("the prompt is empty"))  # other refusals stay errors
     try:  # the server's driver sees the engine's refusal as the ApiError made from it
         raise ApiError.from_mlxctl(overflow) from overflow
     except ApiError as err:
         assert loop.outgrown(first, err)
-    assert first["finish_reason"] == "length" and "tool_calls" not in first["message"]
+    assert first.finish == "length" and not first.calls
     assert loop.note == ("stopped: the prompt of round 2 no longer fits: max_tokens is 90 but ...; "
                          "the results of the model's last MCP calls (calc__add) were not given to it")
 

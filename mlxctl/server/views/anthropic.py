@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from aiohttp import web
 
 from mlxctl.api import anthropic_events as events
@@ -14,12 +16,14 @@ from mlxctl.api.anthropic_translate import (
     prompt_tokens,
     stop_reason,
 )
+from mlxctl.api.anthropic_mcp import mcp_blocks
 from mlxctl.api.chat_request import PreparedChat, prepare_chat
+from mlxctl.api.chat_round import RoundResult
 from mlxctl.api.chat_split import OutputSplitter
 from mlxctl.api.openai_models import KeepAlive
 from mlxctl.api.openai_pieces import Piece
 from mlxctl.api.output_stream import ChoiceSegments
-from mlxctl.engine.events import FinishEvent
+from mlxctl.engine.events import FinishEvent, Usage
 from mlxctl.errors import MlxctlError
 from mlxctl.server.body import parse_body
 from mlxctl.server.errors import ApiError, error_body
@@ -32,6 +36,8 @@ from mlxctl.vision import images_refused, vision_of
 
 async def count_tokens(request: web.Request) -> web.Response:
     req = await parse_body(request, CountTokensRequest)
+    if req.mcp_servers:
+        raise ApiError(400, "count_tokens does not count MCP tools: leave mcp_servers out", param="mcp_servers")
     engine = await use_model(request, req.model)
     refs = _image_refs(req)
     if refs and (vision := vision_of(engine.model)) is None:
@@ -46,12 +52,17 @@ class MessagesBody(MessagesRequest):
     after this request: 300, "5m", "1h", 0, -1), as /v1/chat/completions takes it."""
 
     keep_alive: KeepAlive = None
+    mcp: bool | None = None  # extension: run the tools of `serve --mcp-config` servers (docs/mcp.md)
 
 
 async def messages(request: web.Request) -> web.StreamResponse:
     req = await parse_body(request, MessagesBody)
     engine = await use_model(request, req.model, req.keep_alive)
     images = await load_images(request, engine, _image_refs(req))
+    if req.mcp or req.mcp_servers:  # the server runs MCP tool calls (server/mcp_views.py)
+        from mlxctl.server.mcp_views import messages_with_mcp
+
+        return await messages_with_mcp(request, req, engine.model.tokenizer, tuple(images), image_token(engine))
     chat = chat_request(req, model_formats(request), image_token=image_token(engine),
                         defaults=sampling_defaults(request), images=tuple(images))
     prepared = prepare_chat(engine.model.tokenizer, model_formats(request), chat)
@@ -90,9 +101,22 @@ class MessagesStream:
     def keepalive(self) -> Sse:
         return _sse(events.ping())
 
-    def __init__(self, model: str, input_tokens: int, splitter: OutputSplitter):
+    def __init__(self, model: str, input_tokens: int, splitter: OutputSplitter | None):
         self.model, self.input_tokens = model, input_tokens
         self.output, self.blocks = ChoiceSegments(splitter), events.BlockStream()
+
+    # the MCP loop's rounds (server/mcp_stream.py): each round's blocks, then its calls' blocks
+
+    def begin_round(self, splitter: OutputSplitter, hidden: Callable[[str], bool], prompt_tokens: int) -> None:
+        self.input_tokens = self.input_tokens or prompt_tokens
+        self.output = ChoiceSegments(splitter, hidden=hidden)
+
+    def ran(self, calls: list) -> list[Sse]:
+        return [_sse(event) for call in calls for block in mcp_blocks(call) for event in self.blocks.whole(block)]
+
+    def finished(self, result: RoundResult, usage: Usage, extension: dict) -> list[Sse]:
+        stop = stop_reason(result.reason, result.stop_string, bool(result.calls))
+        return [_sse({**events.message_delta(stop, usage), **extension}), _sse(events.message_stop())]
 
     def opening(self, streams: list) -> list[Sse]:
         self.stream, self.started = streams[0], False

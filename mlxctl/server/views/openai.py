@@ -23,7 +23,8 @@ from mlxctl.api.openai_translate import Job, chat_jobs, chat_media_refs, complet
 from mlxctl.server.body import parse_body
 from mlxctl.server.errors import ApiError
 from mlxctl.server.images import image_token, load_images
-from mlxctl.server.mcp_loop import chat_with_mcp, wants_mcp
+from mlxctl.server.mcp_loop import wants_mcp
+from mlxctl.server.mcp_views import chat_with_mcp
 from mlxctl.server.served_model import model_formats, sampling_defaults, use_model
 from mlxctl.server.streaming import TIMEOUT_MESSAGE, open_generations
 from mlxctl.server.views.openai_stream import stream_response

@@ -9,13 +9,17 @@ OpenAI-shaped error body) and the stream ends without ``[DONE]``.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 from aiohttp import web
 
-from mlxctl.api.openai_output import OpenAIOutput, total_usage
+from mlxctl.api.chat_round import RoundResult
+from mlxctl.api.chat_split import OutputSplitter
+from mlxctl.api.openai_output import ChatOutput, OpenAIOutput, total_usage
+from mlxctl.api.output_stream import ChoiceSegments
 from mlxctl.api.openai_pieces import Piece, finish_reason
 from mlxctl.api.openai_translate import Job
-from mlxctl.engine.events import FinishEvent
+from mlxctl.engine.events import FinishEvent, Usage
 from mlxctl.server.errors import ApiError, error_body
 from mlxctl.server.streaming import Sse, stream_sse
 
@@ -47,3 +51,37 @@ class OpenAIStream:
 
 async def stream_response(request: web.Request, jobs: list[Job], output: OpenAIOutput, n: int) -> web.StreamResponse:
     return await stream_sse(request, jobs, OpenAIStream(jobs, output, n))
+
+
+class McpChatStream:
+    """The chat stream of the MCP loop (server/mcp_stream.py): one choice; each round's reasoning
+    and content as it is generated (the MCP calls left out), the client's calls of the last round,
+    then a chunk with the finish_reason and the loop's ``mcp_calls`` / ``mcp_rounds`` / ``mcp_note``."""
+
+    def __init__(self, output: ChatOutput):
+        self.output = output
+        self.segments: ChoiceSegments | None = None
+
+    def keepalive(self) -> None:
+        return None  # an SSE comment: OpenAI's SDKs skip it
+
+    def opening(self, streams: list) -> list[Sse]:
+        return [Sse(self.output.opening(0, ""))]
+
+    def begin_round(self, splitter: OutputSplitter, hidden: Callable[[str], bool], prompt_tokens: int) -> None:
+        self.segments = ChoiceSegments(splitter, hidden=hidden)
+
+    def pieces(self, choice: int, piece: Piece, finish: FinishEvent | None) -> list[Sse]:
+        chunk = self.output.split_chunk(self.segments.segments(piece.text, finish is not None))
+        return [Sse(chunk)] if chunk else []
+
+    def ran(self, calls: list) -> list[Sse]:
+        return []  # they are listed in the last chunk's mcp_calls
+
+    def finished(self, result: RoundResult, usage: Usage, extension: dict) -> list[Sse]:
+        last = [Sse({**self.output.split_chunk([], result.finish), **extension})]
+        usage_chunk = [Sse(self.output.usage_chunk(usage))] if self.output.include_usage else []
+        return last + usage_chunk + [Sse("[DONE]")]
+
+    def error(self, request: web.Request, err: ApiError) -> Sse:
+        return Sse(error_body(request, err))

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from aiohttp import web
 
 from mlxctl.api.chat_request import prepare_chat
+from mlxctl.api.chat_round import RoundResult
+from mlxctl.api.responses_mcp import is_mcp_tool, mcp_call_item
 from mlxctl.api.chat_split import OutputSplitter, SplitResult
 from mlxctl.api.openai_models import KeepAlive
 from mlxctl.api.openai_pieces import Piece
@@ -12,7 +16,7 @@ from mlxctl.api.output_stream import ChoiceSegments
 from mlxctl.api.response_store import StoredResponse
 from mlxctl.api.responses_events import ResponseEvents
 from mlxctl.api.responses_models import ResponsesRequest
-from mlxctl.api.responses_objects import ResponseDraft
+from mlxctl.api.responses_objects import ResponseDraft, new_id
 from mlxctl.api.responses_translate import (
     chat_request,
     conversation,
@@ -20,7 +24,7 @@ from mlxctl.api.responses_translate import (
     image_refs,
     with_reply,
 )
-from mlxctl.engine.events import FinishEvent, FinishReason
+from mlxctl.engine.events import FinishEvent, FinishReason, Usage
 from mlxctl.server.body import parse_body
 from mlxctl.server.errors import ApiError
 from mlxctl.server.generate import generation
@@ -63,23 +67,27 @@ async def create(request: web.Request) -> web.StreamResponse:
         if req.previous_response_id else ()
     loaded = await load_images(request, engine, image_refs(req))
     messages = conversation(req, previous, loaded, image_token(engine))
+    if any(is_mcp_tool(t) for t in req.tools or ()):  # the server runs MCP tool calls (server/mcp_views.py)
+        from mlxctl.server.mcp_views import responses_with_mcp
+
+        return await responses_with_mcp(request, req, engine.model.tokenizer, messages)
     chat = chat_request(req, messages, model_formats(request), sampling_defaults(request))
     prepared, draft = prepare_chat(engine.model.tokenizer, model_formats(request), chat), ResponseDraft(req)
     if req.stream:
         stream = ResponsesStream(draft, prepared.splitter(), engine.model.tokenizer)
         resp = await stream_sse(request, [prepared.job()], stream)
         if stream.body is not None:
-            _remember(request, draft, stream.body, with_reply(messages, stream.result))
+            remember(request, draft, stream.body, with_reply(messages, stream.result))
         return resp
     async with generation(request, prepared.tokens, prepared.params, images=prepared.images) as gen:
         done = await gen.collect_async()
     result = prepared.splitter().whole(done.text)
     body = finished_body(draft, done.finish_reason, result, done.usage, tokenizer=engine.model.tokenizer)
-    _remember(request, draft, body, with_reply(messages, result))
+    remember(request, draft, body, with_reply(messages, result))
     return web.json_response(body)
 
 
-def _remember(request: web.Request, draft: ResponseDraft, body: dict, messages: tuple) -> None:
+def remember(request: web.Request, draft: ResponseDraft, body: dict, messages: tuple) -> None:
     if draft.req.store:
         store_of(request.app).put(draft.id, StoredResponse(body, messages))
 
@@ -96,14 +104,41 @@ class ResponsesStream:
         """``response.in_progress`` again: Codex's idle timer counts events, not SSE comments."""
         return _sse(self.events.in_progress())
 
-    def __init__(self, draft: ResponseDraft, splitter: OutputSplitter, tokenizer: object = None):
+    def __init__(self, draft: ResponseDraft, splitter: OutputSplitter | None, tokenizer: object = None):
         self.draft, self.splitter, self.tokenizer = draft, splitter, tokenizer
         self.output, self.events = ChoiceSegments(splitter), ResponseEvents(draft)
+        self.listed: list[dict] = []  # the MCP loop's mcp_list_tools items, sent after the opening
         self.body: dict | None = None
         self.result: SplitResult | None = None
 
     def opening(self, streams: list) -> list[Sse]:
-        return [_sse(event) for event in self.events.opening()]
+        opening = self.events.opening()
+        listed = [e for item in self.listed for e in self.events.whole_item(item, [
+            ("response.mcp_list_tools.in_progress", {}), ("response.mcp_list_tools.completed", {})])]
+        return [_sse(event) for event in [*opening, *listed]]
+
+    # the MCP loop's rounds (server/mcp_stream.py): mcp_list_tools first, each round's items, then
+    # its mcp_call items
+
+    def begin_round(self, splitter: OutputSplitter, hidden: Callable[[str], bool], prompt_tokens: int) -> None:
+        if self.splitter is not None:
+            self.draft.item_id = new_id("msg")
+        self.splitter, self.output = splitter, ChoiceSegments(splitter, hidden=hidden)
+
+    def ran(self, calls: list) -> list[Sse]:
+        out = []
+        for call in calls:
+            item = mcp_call_item(call)
+            middle = [("response.mcp_call.in_progress", {}),
+                      ("response.mcp_call_arguments.done", {"arguments": item["arguments"]}),
+                      ("response.mcp_call.failed" if item["status"] == "failed" else "response.mcp_call.completed", {})]
+            out += [_sse(event) for event in self.events.whole_item(item, middle)]
+        return out
+
+    def finished(self, result: RoundResult, usage: Usage, extension: dict) -> list[Sse]:
+        body = finished_body(self.draft, result.reason, result.split(), usage, self.events.items, self.tokenizer)
+        self.body, self.result = {**body, **extension}, result.split()
+        return [_sse(event) for event in self.events.closing(self.body)]
 
     def pieces(self, choice: int, piece: Piece, finish: FinishEvent | None) -> list[Sse]:
         self.events.cut = finish is not None and finish.reason is FinishReason.LENGTH
