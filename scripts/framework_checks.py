@@ -333,9 +333,14 @@ def pydantic_ai_agent(ctx: Ctx, kind: str = "chat", **kwargs):
     return Agent(pydantic_ai_model(ctx, kind), model_settings={"max_tokens": CALL}, retries=3, **kwargs)
 
 
+def pydantic_ai_run(agent, prompt: str):
+    from pydantic_ai.usage import UsageLimits
+    return agent.run_sync(prompt, usage_limits=UsageLimits(request_limit=4))
+
+
 @check("pydantic-ai-slim", "chat")
 def pydantic_ai_chat(ctx: Ctx) -> str:
-    return nonempty(pydantic_ai_agent(ctx).run_sync("Hi").output)
+    return nonempty(pydantic_ai_run(pydantic_ai_agent(ctx), "Hi").output)
 
 
 @check("pydantic-ai-slim", "chat stream")
@@ -348,7 +353,7 @@ def pydantic_ai_stream(ctx: Ctx) -> str:
 
 @check("pydantic-ai-slim", "output_type (tool output)")
 def pydantic_ai_typed(ctx: Ctx) -> str:
-    output = pydantic_ai_agent(ctx, output_type=Answer).run_sync(ASK).output
+    output = pydantic_ai_run(pydantic_ai_agent(ctx, output_type=Answer), ASK).output
     assert isinstance(output, Answer), output
     return f"unit={output.unit.value}"
 
@@ -356,32 +361,42 @@ def pydantic_ai_typed(ctx: Ctx) -> str:
 @check("pydantic-ai-slim", "output_type (NativeOutput)")
 def pydantic_ai_native(ctx: Ctx) -> str:
     from pydantic_ai import NativeOutput
-    output = pydantic_ai_agent(ctx, output_type=NativeOutput(Answer)).run_sync(ASK).output
+    output = pydantic_ai_run(pydantic_ai_agent(ctx, output_type=NativeOutput(Answer)), ASK).output
     assert isinstance(output, Answer), output
     return f"unit={output.unit.value}"
 
 
-@check("pydantic-ai-slim", "tool + output_type ($defs+Enum)")
+async def first_step_only(run_ctx, tool_def):
+    """Offer the tool on the first request only: then the output tool is the only choice (a tiny
+    model would otherwise call the function tool again and again)."""
+    return tool_def if run_ctx.run_step <= 1 else None
+
+
+@check("pydantic-ai-slim", "tool, then output_type ($defs+Enum)")
 def pydantic_ai_tool(ctx: Ctx) -> str:
-    agent = pydantic_ai_agent(ctx, output_type=Answer, tools=[get_forecast])
-    output = agent.run_sync(ASK).output
-    assert isinstance(output, Answer), output
-    return f"unit={output.unit.value}"
+    from pydantic_ai import Tool
+
+    agent = pydantic_ai_agent(ctx, output_type=Answer, tools=[Tool(get_forecast, prepare=first_step_only)])
+    result = pydantic_ai_run(agent, ASK)
+    assert isinstance(result.output, Answer), result.output
+    called = any(part.part_kind == "tool-return" and part.tool_name == "get_forecast"
+                 for message in result.all_messages() for part in message.parts)
+    return f"tool called: {called}; unit={result.output.unit.value}"
 
 
 @check("pydantic-ai-slim", "responses model")
 def pydantic_ai_responses(ctx: Ctx) -> str:
-    return nonempty(pydantic_ai_agent(ctx, "responses").run_sync("Hi").output)
+    return nonempty(pydantic_ai_run(pydantic_ai_agent(ctx, "responses"), "Hi").output)
 
 
 @check("pydantic-ai-slim", "anthropic model")
 def pydantic_ai_anthropic(ctx: Ctx) -> str:
-    return nonempty(pydantic_ai_agent(ctx, "anthropic").run_sync("Hi").output)
+    return nonempty(pydantic_ai_run(pydantic_ai_agent(ctx, "anthropic"), "Hi").output)
 
 
 @check("pydantic-ai-slim", "anthropic model output_type")
 def pydantic_ai_anthropic_typed(ctx: Ctx) -> str:
-    output = pydantic_ai_agent(ctx, "anthropic", output_type=Answer).run_sync(ASK).output
+    output = pydantic_ai_run(pydantic_ai_agent(ctx, "anthropic", output_type=Answer), ASK).output
     assert isinstance(output, Answer), output
     return f"unit={output.unit.value}"
 
@@ -484,6 +499,7 @@ def instructor_anthropic_tools(ctx: Ctx) -> str:
 
 
 def litellm_completion(ctx: Ctx, prefix: str, **kwargs):
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no download of model prices
     import litellm
 
     base = ctx.v1 if prefix == "openai" else ctx.url
@@ -572,10 +588,10 @@ def run_check(ctx: Ctx, dist: str, name: str, fn: Callable, verbose: bool) -> di
         return {**row, "result": "fail", "reason": reason_of(exc)}
 
 
-def run_all(ctx: Ctx, only: set[str] | None, verbose: bool) -> list[dict]:
+def run_all(ctx: Ctx, only: set[str] | None, named: str, verbose: bool) -> list[dict]:
     rows, missing = [], set()
     for dist, name, fn in CHECKS:
-        if only and dist not in only:
+        if (only and dist not in only) or named.lower() not in name.lower():
             continue
         if version_of(dist) is None:
             if dist not in missing:
@@ -604,6 +620,7 @@ def parse(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--url", required=True, help="the server's base URL, e.g. http://127.0.0.1:8093")
     p.add_argument("--model", default="smollm2-135m", help="the model name to send")
     p.add_argument("--only", default="", help="comma-separated distributions to check (default all)")
+    p.add_argument("--check", default="", help="only the checks whose name contains this text")
     p.add_argument("--list", action="store_true", help="list the checks and exit")
     p.add_argument("--json", action="store_true", help="print the rows as JSON")
     p.add_argument("--verbose", action="store_true", help="print each failure's traceback on stderr")
@@ -620,7 +637,7 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         print(f"framework_checks: unknown --only name(s): {', '.join(sorted(unknown))}", file=sys.stderr)
         return 2
-    rows = run_all(Ctx(args.url, args.model), only, args.verbose)
+    rows = run_all(Ctx(args.url, args.model), only, args.check, args.verbose)
     print(json.dumps(rows, indent=2) if args.json else table(rows))
     return 1 if any(row["result"] == "fail" for row in rows) else 0
 
