@@ -426,11 +426,22 @@ def langchain_stream(ctx: Ctx) -> str:
     return nonempty("".join(chunk.content for chunk in chat_openai(ctx).stream("Hi")))
 
 
-@check("langchain-openai", "bind_tools forced ($defs+Enum)")
-def langchain_forced(ctx: Ctx) -> str:
-    message = chat_openai(ctx).bind_tools([Forecast], tool_choice="Forecast").invoke(ASK)
+def langchain_call(message) -> str:
+    if not message.tool_calls:
+        raise AssertionError(f"no parsed tool call (finish_reason {message.response_metadata.get('finish_reason')}, "
+                             f"invalid_tool_calls {message.invalid_tool_calls})")
     call = message.tool_calls[0]
     return f"{call['name']}: {forecast_of(call['args']).place.city!r}"
+
+
+@check("langchain-openai", "bind_tools forced, strict ($defs+Enum)")
+def langchain_forced(ctx: Ctx) -> str:
+    return langchain_call(chat_openai(ctx).bind_tools([Forecast], tool_choice="Forecast", strict=True).invoke(ASK))
+
+
+@check("langchain-openai", "bind_tools forced, non-strict")
+def langchain_forced_lenient(ctx: Ctx) -> str:
+    return langchain_call(chat_openai(ctx).bind_tools([Forecast], tool_choice="Forecast").invoke(ASK))
 
 
 @check("langchain-openai", "with_structured_output")
@@ -453,9 +464,7 @@ def langchain_anthropic_invoke(ctx: Ctx) -> str:
 
 @check("langchain-anthropic", "bind_tools forced ($defs+Enum)")
 def langchain_anthropic_forced(ctx: Ctx) -> str:
-    message = chat_anthropic(ctx).bind_tools([Forecast], tool_choice="Forecast").invoke(ASK)
-    call = message.tool_calls[0]
-    return f"{call['name']}: {forecast_of(call['args']).place.city!r}"
+    return langchain_call(chat_anthropic(ctx).bind_tools([Forecast], tool_choice="Forecast").invoke(ASK))
 
 
 # ---- instructor ------------------------------------------------------------------------------
@@ -498,13 +507,14 @@ def instructor_anthropic_tools(ctx: Ctx) -> str:
 # ---- litellm ---------------------------------------------------------------------------------
 
 
-def litellm_completion(ctx: Ctx, prefix: str, **kwargs):
+def litellm_completion(ctx: Ctx, prefix: str, messages: list[dict] | None = None, max_tokens: int = SHORT,
+                       **kwargs):
     os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no download of model prices
     import litellm
 
     base = ctx.v1 if prefix == "openai" else ctx.url
-    return litellm.completion(model=f"{prefix}/{ctx.model}", api_base=base, api_key="checks", messages=user(),
-                              max_tokens=SHORT, timeout=TIMEOUT, **kwargs)
+    return litellm.completion(model=f"{prefix}/{ctx.model}", api_base=base, api_key="checks",
+                              messages=messages or user(), max_tokens=max_tokens, timeout=TIMEOUT, **kwargs)
 
 
 @check("litellm", "openai/ prefix")
@@ -528,7 +538,7 @@ def litellm_anthropic_tool(ctx: Ctx) -> str:
     tool = {"type": "function", "function": {"name": "get_forecast", "parameters": FORECAST_SCHEMA}}
     r = litellm_completion(ctx, "anthropic", tools=[tool],
                            tool_choice={"type": "function", "function": {"name": "get_forecast"}},
-                           **{"max_tokens": CALL, "messages": user(ASK)})
+                           max_tokens=CALL, messages=user(ASK))
     call = r.choices[0].message.tool_calls[0]
     return f"{call.function.name}: {forecast_of(call.function.arguments).place.city!r}"
 
