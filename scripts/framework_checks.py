@@ -428,8 +428,9 @@ def langchain_stream(ctx: Ctx) -> str:
 
 def langchain_call(message) -> str:
     if not message.tool_calls:
-        raise AssertionError(f"no parsed tool call (finish_reason {message.response_metadata.get('finish_reason')}, "
-                             f"invalid_tool_calls {message.invalid_tool_calls})")
+        meta = message.response_metadata
+        stop = meta.get("finish_reason") or meta.get("stop_reason")
+        raise AssertionError(f"no parsed tool call (stop {stop}, invalid_tool_calls {message.invalid_tool_calls})")
     call = message.tool_calls[0]
     return f"{call['name']}: {forecast_of(call['args']).place.city!r}"
 
