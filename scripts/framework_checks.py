@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import enum
 import importlib.metadata
 import json
@@ -542,8 +543,10 @@ def litellm_anthropic_tool(ctx: Ctx) -> str:
     r = litellm_completion(ctx, "anthropic", tools=[tool],
                            tool_choice={"type": "function", "function": {"name": "get_forecast"}},
                            max_tokens=CALL, messages=user(ASK))
-    call = r.choices[0].message.tool_calls[0]
-    return f"{call.function.name}: {forecast_of(call.function.arguments).place.city!r}"
+    calls = r.choices[0].message.tool_calls
+    if not calls:
+        raise AssertionError(f"no tool call (finish_reason {r.choices[0].finish_reason})")
+    return f"{calls[0].function.name}: {forecast_of(calls[0].function.arguments).place.city!r}"
 
 
 # ---- llm -------------------------------------------------------------------------------------
@@ -594,7 +597,8 @@ def reason_of(exc: BaseException) -> str:
 def run_check(ctx: Ctx, dist: str, name: str, fn: Callable, verbose: bool) -> dict:
     row = {"framework": dist, "version": version_of(dist), "check": name}
     try:
-        return {**row, "result": "pass", "reason": str(fn(ctx))}
+        with contextlib.redirect_stdout(sys.stderr):  # what a framework prints stays out of --json
+            return {**row, "result": "pass", "reason": str(fn(ctx))}
     except Exception as exc:  # noqa: BLE001 - every failure is a row of the table
         if verbose:
             traceback.print_exc()
