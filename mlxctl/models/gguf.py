@@ -2,7 +2,7 @@
 
 The folder holds config.json, model.safetensors, tokenizer.json, tokenizer_config.json,
 generation_config.json and manifest.json; ``mlx_lm.load(folder)`` loads it. Quantised tensors
-(Q4_0, Q4_1, Q8_0) stay quantised, as mlx-lm affine triplets with group size 32.
+stay quantised, as mlx-lm affine triplets with group size 32 (:mod:`mlxctl.models.gguf_decode`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,9 @@ import mlx.core as mx
 from mlxctl.errors import ModelFormatError
 from mlxctl.models.digest import file_sha256
 from mlxctl.models.gguf_config import generation_config, head_counts, llama_config
+from mlxctl.models.gguf_decode import SUPPORTED_TYPES, load_tensors
 from mlxctl.models.gguf_header import read_header
+from mlxctl.models.gguf_reader import read_gguf
 from mlxctl.models.gguf_tokenizer import write_tokenizer
 from mlxctl.models.gguf_weights import convert_weights, quantization_config
 from mlxctl.models.manifest import write_manifest
@@ -24,7 +26,7 @@ from mlxctl.models.manifest import write_manifest
 Progress = Callable[[str], None] | None
 
 SUPPORTED_ARCHITECTURES = ("llama",)
-SUPPORTED_TENSOR_TYPES = ("F32", "F16", "Q4_0", "Q4_1", "Q8_0")
+SUPPORTED_TENSOR_TYPES = SUPPORTED_TYPES
 RECIPE = "gguf-llama"
 
 
@@ -41,7 +43,8 @@ def import_gguf(
     gguf_path, out_dir = Path(gguf_path), Path(out_dir)
     check_supported(gguf_path)
     _say(progress, f"reading {gguf_path.name}")
-    tensors, metadata = mx.load(str(gguf_path), return_metadata=True)
+    gguf = read_gguf(gguf_path)
+    tensors, metadata = load_tensors(gguf), gguf.metadata
     weights = convert_weights(tensors, *head_counts(metadata))
     _say(progress, f"writing {len(weights)} tensors")
     _write_folder(out_dir, weights, metadata)
@@ -74,7 +77,7 @@ def _tensor_type_error(gguf_path: Path, unsupported: dict[str, str]) -> ModelFor
     return ModelFormatError(
         f"{gguf_path.name}: tensor type {types} is not supported "
         f"({first} and {len(unsupported) - 1} more tensors)",
-        hint=f"use a GGUF quantised as {', '.join(SUPPORTED_TENSOR_TYPES)} (K-quants are not read)",
+        hint=f"use a GGUF quantised as {', '.join(SUPPORTED_TENSOR_TYPES)}",
     )
 
 

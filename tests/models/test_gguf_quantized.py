@@ -1,7 +1,7 @@
 """import_gguf on GGUF files with Q4_0, Q4_1 and Q8_0 tensors, written byte by byte here.
 
-``mx.save_gguf`` only writes float tensors, so this file has its own GGUF v3 writer and packs
-the quantised blocks itself, following the GGUF spec and llama.cpp's reference quantisers
+``mx.save_gguf`` only writes float tensors, so these tests write the file with their own GGUF
+v3 writer (tests/models/gguf_writer.py) and pack the quantised blocks themselves, following the GGUF spec and llama.cpp's reference quantisers
 (``quantize_row_q4_0_ref`` and friends in ggml-quants.c):
 
 - Q4_0, 18 bytes per 32 values: f16 scale ``d``, then 16 bytes of 4-bit values ``q`` (value j in
@@ -17,7 +17,6 @@ quantisation error of its block).
 from __future__ import annotations
 
 import json
-import struct
 from pathlib import Path
 
 import mlx.core as mx
@@ -26,6 +25,7 @@ import pytest
 
 from mlxctl.models.gguf import import_gguf
 from mlxctl.models.gguf_header import read_header
+from tests.models.gguf_writer import write_gguf
 from tests.models.helpers import (
     TINY_CONFIG,
     build_tiny_llama,
@@ -37,8 +37,6 @@ from tests.models.helpers import (
 )
 
 BLOCK = 32
-ALIGNMENT = 32
-GGML_TYPES = {"F32": 0, "Q4_0": 2, "Q4_1": 3, "Q8_0": 8}
 TOKENS = mx.array([[1, 40, 70, 90, 2, 120, 200, 5]])
 
 
@@ -96,52 +94,6 @@ QUANTIZERS = {"Q4_0": (quantize_q4_0, 4), "Q4_1": (quantize_q4_1, 4), "Q8_0": (q
 def _nibbles(q: np.ndarray) -> bytes:
     """32 values of 4 bits: value j low and value j + 16 high in byte j."""
     return (q[:16] | (q[16:] << 4)).astype(np.uint8).tobytes()
-
-
-# -- a GGUF v3 writer -----------------------------------------------------------------------
-
-_SCALAR = {mx.uint8: (0, "B"), mx.int8: (1, "b"), mx.uint16: (2, "H"), mx.int16: (3, "h"),
-           mx.uint32: (4, "I"), mx.int32: (5, "i"), mx.float32: (6, "f"), mx.bool_: (7, "?"),
-           mx.uint64: (10, "Q"), mx.int64: (11, "q")}
-
-
-def _string(s: str) -> bytes:
-    raw = s.encode("utf-8")
-    return struct.pack("<Q", len(raw)) + raw
-
-
-def _value(v) -> bytes:
-    """A metadata value: type tag and payload."""
-    if isinstance(v, str):
-        return struct.pack("<I", 8) + _string(v)
-    if isinstance(v, list):  # of strings
-        assert all(isinstance(s, str) for s in v)
-        return struct.pack("<IIQ", 9, 8, len(v)) + b"".join(_string(s) for s in v)
-    tag, fmt = _SCALAR[v.dtype]
-    values = np.array(v).reshape(-1).tolist()
-    if v.ndim == 0:
-        return struct.pack(f"<I{fmt}", tag, values[0])
-    return struct.pack(f"<IIQ{len(values)}{fmt}", 9, tag, len(values), *values)
-
-
-def _pad(n: int) -> int:
-    return -n % ALIGNMENT
-
-
-def write_gguf(path: Path, metadata: dict, tensors: list[tuple[str, tuple[int, ...], str, bytes]]) -> None:
-    """``tensors``: (name, numpy-order shape, ggml type name, data bytes)."""
-    out = [b"GGUF", struct.pack("<IQQ", 3, len(tensors), len(metadata))]
-    out += [_string(k) + _value(v) for k, v in metadata.items()]
-    offset = 0
-    for name, shape, kind, data in tensors:
-        dims = tuple(reversed(shape))  # ne[0] is the innermost (fastest varying) dimension
-        out.append(_string(name) + struct.pack(f"<I{len(dims)}QIQ", len(dims), *dims, GGML_TYPES[kind], offset))
-        offset += len(data) + _pad(len(data))
-    header = b"".join(out)
-    body = [header, b"\0" * _pad(len(header))]
-    for _, _, _, data in tensors:
-        body += [data, b"\0" * _pad(len(data))]
-    path.write_bytes(b"".join(body))
 
 
 # -- the tiny model, quantised --------------------------------------------------------------
