@@ -1,4 +1,4 @@
-"""Import a llama-architecture GGUF file as an MLX / Hugging Face model folder.
+"""Import a llama, qwen2 or gemma3 GGUF file as an MLX / Hugging Face model folder.
 
 The folder holds config.json, model.safetensors, tokenizer.json, tokenizer_config.json,
 generation_config.json and manifest.json; ``mlx_lm.load(folder)`` loads it. Quantised tensors
@@ -17,6 +17,7 @@ from mlxctl.errors import ModelFormatError
 from mlxctl.models.digest import file_sha256
 from mlxctl.models.gguf_config import generation_config, head_counts, llama_config
 from mlxctl.models.gguf_decode import SUPPORTED_TYPES, load_tensors
+from mlxctl.models.gguf_gemma3 import gemma3_config, undo_norm_shift
 from mlxctl.models.gguf_header import read_header
 from mlxctl.models.gguf_reader import read_gguf
 from mlxctl.models.gguf_tokenizer import write_tokenizer
@@ -25,7 +26,7 @@ from mlxctl.models.manifest import write_manifest
 
 Progress = Callable[[str], None] | None
 
-SUPPORTED_ARCHITECTURES = ("llama",)
+SUPPORTED_ARCHITECTURES = ("llama", "qwen2", "gemma3")
 SUPPORTED_TENSOR_TYPES = SUPPORTED_TYPES
 RECIPE = "gguf-llama"
 
@@ -45,7 +46,10 @@ def import_gguf(
     _say(progress, f"reading {gguf_path.name}")
     gguf = read_gguf(gguf_path)
     tensors, metadata = load_tensors(gguf), gguf.metadata
-    weights = convert_weights(tensors, *head_counts(metadata))
+    arch = metadata["general.architecture"]
+    weights = convert_weights(tensors, *head_counts(metadata), arch)
+    if arch == "gemma3":
+        weights = undo_norm_shift(weights)
     _say(progress, f"writing {len(weights)} tensors")
     _write_folder(out_dir, weights, metadata)
     write_manifest(
@@ -59,7 +63,7 @@ def import_gguf(
 
 
 def check_supported(gguf_path: Path) -> None:
-    """Raise ModelFormatError unless the file is a llama GGUF with tensor types we read."""
+    """Raise ModelFormatError unless the file is a GGUF of an architecture and types we read."""
     header = read_header(gguf_path)
     if header.architecture not in SUPPORTED_ARCHITECTURES:
         raise ModelFormatError(
@@ -82,7 +86,8 @@ def _tensor_type_error(gguf_path: Path, unsupported: dict[str, str]) -> ModelFor
 
 
 def _write_folder(out_dir: Path, weights: dict, metadata: dict) -> None:
-    config = llama_config(metadata, weights)
+    make_config = gemma3_config if metadata["general.architecture"] == "gemma3" else llama_config
+    config = make_config(metadata, weights)
     if quantization := quantization_config(weights):
         config["quantization"] = quantization
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -46,13 +46,14 @@ def test_unsupported_tensor_type_is_named(tiny_gguf, ggml_type, name):
     assert "Q4_K, Q5_K, Q6_K" in caught.value.hint  # the hint lists the types that are read
 
 
-def test_non_llama_architecture_is_named(tmp_path):
-    path = tmp_path / "qwen.gguf"
+def test_unsupported_architecture_is_named(tmp_path):
+    path = tmp_path / "phi.gguf"
     mx.save_gguf(
-        str(path), {"token_embd.weight": mx.zeros((4, 4))}, {"general.architecture": "qwen2"}
+        str(path), {"token_embd.weight": mx.zeros((4, 4))}, {"general.architecture": "phi2"}
     )
-    with pytest.raises(ModelFormatError, match="architecture 'qwen2' is not supported"):
+    with pytest.raises(ModelFormatError, match="architecture 'phi2' is not supported") as caught:
         check_supported(path)
+    assert "llama, qwen2, gemma3" in caught.value.hint
 
 
 def test_not_a_gguf_file(tmp_path):
