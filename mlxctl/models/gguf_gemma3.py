@@ -53,7 +53,7 @@ def undo_norm_shift(weights: dict[str, mx.array]) -> dict[str, mx.array]:
     }
 
 
-def _query_pre_attn_scalar(metadata: Mapping[str, object], heads: int, head_dim: int) -> float:
+def _query_pre_attn_scalar(metadata: Mapping[str, object], heads: int, head_dim: int) -> int:
     if arch_int(metadata, "block_count") == _27B_LAYERS:
-        return arch_int(metadata, "embedding_length") / heads
-    return float(head_dim)
+        return arch_int(metadata, "embedding_length") // heads
+    return head_dim
