@@ -11,7 +11,7 @@ Layouts (all little-endian; ``d`` and ``m`` are float16):
 - Q5_0, 22 bytes: ``d``, a uint32 ``qh`` whose bit j is the fifth bit of value j, nibbles as Q4_0;
   ``x = (q - 16) d``.
 - Q5_1, 24 bytes: ``d``, ``m``, ``qh``, nibbles; ``x = q d + m``.
-- Q8_0, 34 bytes: ``d``, 32 signed bytes; ``x = q d`` (stored here as ``q + 128`` with bias ``-128 d``).
+- Q8_0, 34 bytes: ``d``, 32 signed bytes; ``x = q d`` (kept as ``q + 128`` with bias ``-128 d``).
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ _END_TOKENS = {"qwen2": ("<|endoftext|>", "<|im_end|>"), "gemma3": ("<end_of_tur
 
 
 def llama_config(metadata: Mapping[str, object], weights: Mapping[str, object]) -> dict:
-    """config.json for mlx-lm's llama or qwen2 model, from GGUF metadata and the converted weights."""
+    """config.json for mlx-lm's llama or qwen2 model, from GGUF metadata and converted weights."""
     arch = architecture(metadata)
     heads, kv_heads = head_counts(metadata)
     hidden = arch_int(metadata, "embedding_length")

@@ -83,7 +83,8 @@ def _affine(decoder, bits: int | None, raw: np.ndarray, block_bytes: int) -> tup
     else:
         q, scale, bias = decoded
     packed = pack_codes(q.reshape(rows, -1), bits)
-    return packed, scale.reshape(rows, -1).astype(np.float32), bias.reshape(rows, -1).astype(np.float32)
+    scale, bias = (a.reshape(rows, -1).astype(np.float32) for a in (scale, bias))
+    return packed, scale, bias
 
 
 def _float_tensor(gguf: GGUFFile, info: TensorInfo) -> mx.array:

@@ -64,7 +64,7 @@ def read_gguf(path: Path) -> GGUFFile:
 def tensor_bytes(gguf: GGUFFile, info: TensorInfo, nbytes: int) -> np.ndarray:
     """The ``nbytes`` raw bytes of ``info`` as a read-only uint8 array mapped from the file."""
     if info.offset + nbytes > gguf.path.stat().st_size:
-        raise ModelFormatError(f"{gguf.path.name}: tensor {info.name!r} runs past the end of the file")
+        raise ModelFormatError(f"{gguf.path.name}: tensor {info.name!r} runs past the file's end")
     return np.memmap(gguf.path, dtype=np.uint8, mode="r", offset=info.offset, shape=(nbytes,))
 
 

@@ -13,6 +13,7 @@ import mlx.core as mx
 import numpy as np
 import pytest
 
+from mlxctl.errors import ModelFormatError
 from mlxctl.models.gguf_decode import REQUANT_BITS, load_tensor
 from mlxctl.models.gguf_reader import read_gguf
 from tests.models.gguf_writer import write_gguf
@@ -296,3 +297,21 @@ def test_bf16_tensors_keep_their_bits(tmp_path):
     assert got.dtype == mx.bfloat16
     want = (bf16.astype(np.uint32) << 16).view(np.float32)
     np.testing.assert_array_equal(np.array(got.astype(mx.float32)), want)
+
+
+def test_a_tensor_cut_short_is_named(tmp_path):
+    blocks = random_blocks("Q4_K")
+    path = tmp_path / "cut.gguf"
+    write_gguf(path, {}, [("blk.0.ffn_up.weight", (ROWS, COLS), "Q4_K", b"".join(blocks))])
+    path.write_bytes(path.read_bytes()[:-200])
+    gguf = read_gguf(path)
+    with pytest.raises(ModelFormatError, match="'blk.0.ffn_up.weight' runs past the file's end"):
+        load_tensor(gguf, gguf.tensors[0])
+
+
+def test_a_row_that_does_not_fill_its_super_blocks_is_named(tmp_path):
+    path = tmp_path / "odd.gguf"
+    write_gguf(path, {}, [("blk.0.ffn_up.weight", (2, 128), "Q4_K", bytes(144))])
+    gguf = read_gguf(path)
+    with pytest.raises(ModelFormatError, match="rows of 128 do not fill Q4_K blocks"):
+        load_tensor(gguf, gguf.tensors[0])

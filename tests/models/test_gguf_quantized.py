@@ -209,3 +209,42 @@ def _flat(model):
     from mlx.utils import tree_flatten
 
     return tree_flatten(model.parameters())
+
+
+def test_mixed_5_and_8_bit_blocks_run_in_mlx_lm(tmp_path):
+    """Q5_0 attention and Q8_0 feed-forward blocks (random bytes, llama.cpp's values as the
+    reference): config.json's per-module bits let mlx-lm load the mix and compute as a float
+    model of those values."""
+    from mlx_lm import load
+
+    from tests.models.test_gguf_block_types import LAYOUTS, REFERENCE
+
+    config = {**TINY_CONFIG, "vocab_size": len(tiny_vocab())}
+    rng = np.random.default_rng(3)
+    tensors, reference = [], {}
+    for name, array in gguf_tensors(build_tiny_llama(config), config).items():
+        shape = tuple(array.shape)
+        if len(shape) == 1:
+            tensors.append((name, shape, "F32", np.array(array, dtype=np.float32).tobytes()))
+            continue
+        kind = "Q5_0" if ".attn_" in name else "Q8_0"
+        per_block, size, halves = LAYOUTS[kind]
+        blocks = []
+        for _ in range(int(np.prod(shape)) // per_block):
+            raw = bytearray(rng.integers(0, 256, size, dtype=np.uint8).tobytes())
+            for at in halves:
+                raw[at : at + 2] = np.float16(rng.uniform(-0.01, 0.01)).tobytes()
+            blocks.append(bytes(raw))
+        values = np.array([v for b in blocks for v in REFERENCE[kind](b)], np.float32).reshape(shape)
+        tensors.append((name, shape, kind, b"".join(blocks)))
+        reference[f"{_hf_name(name)}.weight"] = mx.array(_hf_order(name, values, config))
+    write_gguf(tmp_path / "mixed.gguf", {**llama_metadata(config), **tokenizer_metadata()}, tensors)
+
+    out = import_gguf(tmp_path / "mixed.gguf", tmp_path / "out")
+    quantization = json.loads((out / "config.json").read_text())["quantization"]
+    assert quantization["bits"] == 5 and quantization["model.layers.0.mlp.up_proj"]["bits"] == 8
+    model, _ = load(str(out))
+    float_model = build_tiny_llama(config)
+    float_model.load_weights(list(reference.items()), strict=False)
+    got, want = model(TOKENS).astype(mx.float32), float_model(TOKENS).astype(mx.float32)
+    assert mx.allclose(got, want, atol=1e-4, rtol=1e-4).item(), mx.abs(got - want).max().item()
