@@ -1,8 +1,10 @@
 """One GGUF tensor -> MLX arrays: an affine triplet at group size 32, or a float array.
 
 - Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q5_K: exact. Their codes are packed the way
-  ``mx.quantize`` packs them (a little-endian bit stream in uint32 words) with float32 scales and
-  biases, so ``mx.dequantize`` gives llama.cpp's values bit for bit.
+  ``mx.quantize`` packs them (a little-endian bit stream in uint32 words), so ``mx.dequantize``
+  gives llama.cpp's values bit for bit. Scales and biases are float16 in a file of 32-value
+  block types only (``d``, ``-8 d``, ``m`` ... are float16 values already), float32 in a file
+  with any K-quant (``d * sc`` needs up to 17 significant bits): one dtype per model.
 - Q6_K, Q3_K, Q2_K (16-value sub-blocks): decoded to float32, then re-quantised to 8 bits per
   group of 32 (min/max affine): each value is off by at most half a step, ``(max - min) / 510``
   of its group.
@@ -27,7 +29,9 @@ SUPPORTED_TYPES = (*_FLOATS, *QUANT_TYPES)
 _ROWS_PER_CHUNK = 4096  # bounds the numpy temporaries of one big tensor
 
 
-def load_tensor(gguf: GGUFFile, info: TensorInfo) -> dict[str, mx.array]:
+def load_tensor(
+    gguf: GGUFFile, info: TensorInfo, scale_dtype: type = np.float32
+) -> dict[str, mx.array]:
     """``{"weight": ...}`` or ``{"weight", "scales", "biases"}`` for the tensor ``info``."""
     if info.kind in _FLOATS:
         return {"weight": _float_tensor(gguf, info)}
@@ -46,6 +50,7 @@ def load_tensor(gguf: GGUFFile, info: TensorInfo) -> dict[str, mx.array]:
         for i in range(0, rows, _ROWS_PER_CHUNK)
     ]
     packed, scales, biases = (np.concatenate(part) for part in zip(*chunks, strict=True))
+    scales, biases = scales.astype(scale_dtype), biases.astype(scale_dtype)
     triplet = {"weight": mx.array(packed), "scales": mx.array(scales), "biases": mx.array(biases)}
     if len(info.shape) != 2:
         bits_used = bits or REQUANT_BITS
@@ -98,9 +103,14 @@ def _float_tensor(gguf: GGUFFile, info: TensorInfo) -> mx.array:
 
 def load_tensors(gguf: GGUFFile) -> dict[str, mx.array]:
     """Every tensor, quantised ones as ``name.weight`` / ``.scales`` / ``.biases`` triplets."""
-    tensors = {}
+    tensors, scale_dtype = {}, scale_dtype_of(gguf)
     for info in gguf.tensors:
         module = info.name.removesuffix(".weight")
-        for part, array in load_tensor(gguf, info).items():
+        for part, array in load_tensor(gguf, info, scale_dtype).items():
             tensors[info.name if part == "weight" else f"{module}.{part}"] = array
     return tensors
+
+
+def scale_dtype_of(gguf: GGUFFile) -> type:
+    """float32 where a K-quant needs it for exactness, else float16 (exact for 32-value blocks)."""
+    return np.float32 if any(info.kind in K_TYPES for info in gguf.tensors) else np.float16

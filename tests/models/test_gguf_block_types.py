@@ -230,14 +230,14 @@ def reference_values(kind: str, blocks: list[bytes]) -> np.ndarray:
     return np.array(values, dtype=np.float32).reshape(ROWS, COLS)
 
 
-def mlxctl_values(tmp_path, kind: str, blocks: list[bytes]) -> tuple[np.ndarray, dict]:
+def mlxctl_values(tmp_path, kind: str, blocks: list[bytes], scale_dtype=np.float32):
     path = tmp_path / f"{kind}.gguf"
     write_gguf(path, {}, [("blk.0.ffn_up.weight", (ROWS, COLS), kind, b"".join(blocks))])
     gguf = read_gguf(path)
-    triplet = load_tensor(gguf, gguf.tensors[0])
+    triplet = load_tensor(gguf, gguf.tensors[0], scale_dtype)
     w, scales, biases = triplet["weight"], triplet["scales"], triplet["biases"]
     bits = w.shape[-1] * 32 // COLS
-    got = mx.dequantize(w, scales, biases, group_size=32, bits=bits)
+    got = mx.dequantize(w, scales.astype(mx.float32), biases.astype(mx.float32), group_size=32, bits=bits)
     return np.array(got), triplet
 
 
@@ -249,6 +249,27 @@ def test_block_types_that_map_exactly_onto_mlx_groups_of_32(tmp_path, kind):
     assert triplet["weight"].shape == (ROWS, COLS * BITS[kind] // 32)
     assert triplet["scales"].shape == (ROWS, COLS // 32)
     np.testing.assert_array_equal(got, reference_values(kind, blocks))
+
+
+@pytest.mark.parametrize("kind", ["Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0"])
+def test_32_value_block_types_are_exact_with_float16_scales_too(tmp_path, kind):
+    """Their scale and bias (d, -8 d, -16 d, -128 d, m) are float16 values: no rounding."""
+    blocks = random_blocks(kind)
+    got, triplet = mlxctl_values(tmp_path, kind, blocks, np.float16)
+    assert triplet["scales"].dtype == mx.float16
+    np.testing.assert_array_equal(got, reference_values(kind, blocks))
+
+
+def test_a_file_with_any_k_quant_gets_float32_scales(tmp_path):
+    from mlxctl.models.gguf_decode import load_tensors
+
+    tensors = [("blk.0.ffn_up.weight", (ROWS, COLS), "Q8_0", b"".join(random_blocks("Q8_0"))),
+               ("blk.0.ffn_down.weight", (ROWS, COLS), "Q4_K", b"".join(random_blocks("Q4_K")))]  # fmt: skip
+    write_gguf(tmp_path / "mix.gguf", {}, tensors)
+    loaded = load_tensors(read_gguf(tmp_path / "mix.gguf"))
+    assert {loaded[f"blk.0.{m}.scales"].dtype for m in ("ffn_up", "ffn_down")} == {mx.float32}
+    write_gguf(tmp_path / "legacy.gguf", {}, tensors[:1])
+    assert load_tensors(read_gguf(tmp_path / "legacy.gguf"))["blk.0.ffn_up.scales"].dtype == mx.float16
 
 
 @pytest.mark.parametrize("kind", REQUANTISED)

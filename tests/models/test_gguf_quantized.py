@@ -247,4 +247,9 @@ def test_mixed_5_and_8_bit_blocks_run_in_mlx_lm(tmp_path):
     float_model = build_tiny_llama(config)
     float_model.load_weights(list(reference.items()), strict=False)
     got, want = model(TOKENS).astype(mx.float32), float_model(TOKENS).astype(mx.float32)
-    assert mx.allclose(got, want, atol=1e-4, rtol=1e-4).item(), mx.abs(got - want).max().item()
+    assert weights_dtype(out) == mx.float16  # no K-quant in the file: float16 scales, as stored
+    assert mx.allclose(got, want, atol=2e-3, rtol=1e-3).item(), mx.abs(got - want).max().item()
+
+
+def weights_dtype(folder):
+    return mx.load(str(folder / "model.safetensors"))["model.layers.0.mlp.up_proj.scales"].dtype
