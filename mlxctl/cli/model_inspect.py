@@ -99,9 +99,16 @@ def _inspect_rows(r: dict) -> list[tuple[str, str]]:
     ]
     if a := r["attention"]:
         heads = f"{a['layers']} layers, {a['heads']} heads, {a['kv_heads']} KV heads"
-        rows.append(("Attention", f"{heads} x {a['head_dim']}"))
+        rows.append(("Attention", f"{heads} x {a['head_dim']}{_window_text(a)}"))
     rows += _memory_rows(r["memory"])
     return [(label, value or "-") for label, value in rows]
+
+
+def _window_text(a: dict) -> str:
+    if not a.get("sliding_window"):
+        return ""
+    window, sliding = a["sliding_window"], a["sliding_layers"]
+    return f"; sliding window {window} on {sliding} of {a['layers']} layers"
 
 
 def _files(n: int) -> str:
@@ -112,7 +119,8 @@ def _quant_text(q: dict | None) -> str:
     if not q:
         return "none"
     if q.get("method") == "gguf":
-        text = f"GGUF {q['type']} ({q['bits']}-bit, blocks of {q['group_size']})"
+        text = f"{q['type']} ({q['bits']}-bit, blocks of {q['group_size']})"
+        text = f"GGUF {q['file_type']}: mostly {text}" if q.get("file_type") else f"GGUF {text}"
         extra = sorted(set(q["overrides"].values()))
         return text + (f"; also {', '.join(extra)} in {len(q['overrides'])} tensors" if extra else "")
     text = f"{q.get('bits')}-bit {q.get('mode') or q.get('method')}"

@@ -1,6 +1,6 @@
-"""Convert a GGUF file with our own importer (:mod:`mlxctl.models.gguf`), which keeps Q4_0, Q4_1
-and Q8_0 tensors quantised. A float GGUF (F32/F16) can then be quantised or cast: the imported
-folder goes through mlx-lm's convert like any safetensors folder."""
+"""Convert a GGUF file with our own importer (:mod:`mlxctl.models.gguf`), which keeps quantised
+tensors (legacy blocks and K-quants) quantised. A float GGUF (F32/F16/BF16) can then be quantised
+or cast: the imported folder goes through mlx-lm's convert like any safetensors folder."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
-"""Import a llama-architecture GGUF file as an MLX / Hugging Face model folder.
+"""Import a llama, qwen2 or gemma3 GGUF file as an MLX / Hugging Face model folder.
 
 The folder holds config.json, model.safetensors, tokenizer.json, tokenizer_config.json,
 generation_config.json and manifest.json; ``mlx_lm.load(folder)`` loads it. Quantised tensors
-(Q4_0, Q4_1, Q8_0) stay quantised, as mlx-lm affine triplets with group size 32.
+stay quantised, as mlx-lm affine triplets with group size 32 (:mod:`mlxctl.models.gguf_decode`).
 """
 
 from __future__ import annotations
@@ -16,15 +16,18 @@ import mlx.core as mx
 from mlxctl.errors import ModelFormatError
 from mlxctl.models.digest import file_sha256
 from mlxctl.models.gguf_config import generation_config, head_counts, llama_config
+from mlxctl.models.gguf_decode import SUPPORTED_TYPES, load_tensors
+from mlxctl.models.gguf_gemma3 import gemma3_config, undo_norm_shift
 from mlxctl.models.gguf_header import read_header
+from mlxctl.models.gguf_reader import read_gguf
 from mlxctl.models.gguf_tokenizer import write_tokenizer
 from mlxctl.models.gguf_weights import convert_weights, quantization_config
 from mlxctl.models.manifest import write_manifest
 
 Progress = Callable[[str], None] | None
 
-SUPPORTED_ARCHITECTURES = ("llama",)
-SUPPORTED_TENSOR_TYPES = ("F32", "F16", "Q4_0", "Q4_1", "Q8_0")
+SUPPORTED_ARCHITECTURES = ("llama", "qwen2", "gemma3")
+SUPPORTED_TENSOR_TYPES = SUPPORTED_TYPES
 RECIPE = "gguf-llama"
 
 
@@ -41,8 +44,12 @@ def import_gguf(
     gguf_path, out_dir = Path(gguf_path), Path(out_dir)
     check_supported(gguf_path)
     _say(progress, f"reading {gguf_path.name}")
-    tensors, metadata = mx.load(str(gguf_path), return_metadata=True)
-    weights = convert_weights(tensors, *head_counts(metadata))
+    gguf = read_gguf(gguf_path)
+    tensors, metadata = load_tensors(gguf), gguf.metadata
+    arch = metadata["general.architecture"]
+    weights = convert_weights(tensors, *head_counts(metadata), arch)
+    if arch == "gemma3":
+        weights = undo_norm_shift(weights)
     _say(progress, f"writing {len(weights)} tensors")
     _write_folder(out_dir, weights, metadata)
     write_manifest(
@@ -56,7 +63,7 @@ def import_gguf(
 
 
 def check_supported(gguf_path: Path) -> None:
-    """Raise ModelFormatError unless the file is a llama GGUF with tensor types we read."""
+    """Raise ModelFormatError unless the file is a GGUF of an architecture and types we read."""
     header = read_header(gguf_path)
     if header.architecture not in SUPPORTED_ARCHITECTURES:
         raise ModelFormatError(
@@ -74,12 +81,13 @@ def _tensor_type_error(gguf_path: Path, unsupported: dict[str, str]) -> ModelFor
     return ModelFormatError(
         f"{gguf_path.name}: tensor type {types} is not supported "
         f"({first} and {len(unsupported) - 1} more tensors)",
-        hint=f"use a GGUF quantised as {', '.join(SUPPORTED_TENSOR_TYPES)} (K-quants are not read)",
+        hint=f"use a GGUF quantised as {', '.join(SUPPORTED_TENSOR_TYPES)}",
     )
 
 
 def _write_folder(out_dir: Path, weights: dict, metadata: dict) -> None:
-    config = llama_config(metadata, weights)
+    make_config = gemma3_config if metadata["general.architecture"] == "gemma3" else llama_config
+    config = make_config(metadata, weights)
     if quantization := quantization_config(weights):
         config["quantization"] = quantization
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -1,4 +1,8 @@
-"""GGUF llama tensors -> Hugging Face llama weight names, with llama.cpp's Q/K permutation undone.
+"""GGUF tensors -> Hugging Face weight names, with llama.cpp's Q/K permutation undone (llama).
+
+llama.cpp permutes the Q/K rows of the ``llama`` architecture only; qwen2 and gemma3 tensors are
+stored in Hugging Face order. Gemma 3 has four norms per block, named differently (``ffn_norm`` is
+its pre-feed-forward norm).
 
 ``mlx.core.load`` returns Q4_0/Q4_1/Q8_0 tensors as MLX affine-quantised triplets
 (``.weight``/``.scales``/``.biases``, group size 32); each triplet keeps its module's name.
@@ -27,6 +31,16 @@ _IN_BLOCK = {
     "ffn_up": "mlp.up_proj",
     "ffn_down": "mlp.down_proj",
 }
+_GEMMA3_BLOCK = {
+    **_IN_BLOCK,
+    "post_attention_norm": "post_attention_layernorm",
+    "ffn_norm": "pre_feedforward_layernorm",
+    "post_ffw_norm": "post_feedforward_layernorm",
+    "attn_q_norm": "self_attn.q_norm",
+    "attn_k_norm": "self_attn.k_norm",
+}
+BLOCK_NAMES = {"llama": _IN_BLOCK, "qwen2": _IN_BLOCK, "gemma3": _GEMMA3_BLOCK}
+PERMUTED = ("llama",)  # architectures whose Q/K rows llama.cpp interleaves
 _SUFFIXES = ("weight", "scales", "biases", "bias")
 
 
@@ -39,23 +53,25 @@ def unpermute_rows(a: mx.array, n_heads: int) -> mx.array:
     return split.swapaxes(1, 2).reshape(a.shape)
 
 
-def hf_name(gguf_name: str) -> str:
-    """The HF llama name of a GGUF tensor (``blk.3.attn_q.weight`` -> ``...q_proj.weight``)."""
+def hf_name(gguf_name: str, arch: str = "llama") -> str:
+    """The HF name of a GGUF tensor (``blk.3.attn_q.weight`` -> ``...q_proj.weight``)."""
     module, _, suffix = gguf_name.rpartition(".")
     if suffix not in _SUFFIXES:
-        raise _unknown(gguf_name)
-    return f"{_hf_module(module, gguf_name)}.{suffix}"
+        raise _unknown(gguf_name, arch)
+    return f"{_hf_module(module, gguf_name, arch)}.{suffix}"
 
 
-def convert_weights(tensors: Mapping[str, mx.array], n_heads: int, n_kv_heads: int) -> dict:
+def convert_weights(
+    tensors: Mapping[str, mx.array], n_heads: int, n_kv_heads: int, arch: str = "llama"
+) -> dict:
     """Rename every tensor and undo the Q/K permutation; returns HF-named MLX arrays."""
     heads = {"self_attn.q_proj": n_heads, "self_attn.k_proj": n_kv_heads}
     converted = {}
     for name, array in tensors.items():
-        new_name = hf_name(name)
+        new_name = hf_name(name, arch)
         module = new_name.rpartition(".")[0]
         for proj, count in heads.items():
-            if module.endswith(proj):
+            if arch in PERMUTED and module.endswith(proj):
                 array = unpermute_rows(array, count)
         converted[new_name] = array
     return converted
@@ -83,17 +99,17 @@ def _bits(weights: Mapping[str, mx.array], scales_name: str) -> int:
     return packed.shape[-1] // weights[scales_name].shape[-1]
 
 
-def _hf_module(module: str, full_name: str) -> str:
+def _hf_module(module: str, full_name: str, arch: str) -> str:
     if module in _TOP_LEVEL:
         return _TOP_LEVEL[module]
-    parts = module.split(".")
-    if len(parts) == 3 and parts[0] == "blk" and parts[1].isdigit() and parts[2] in _IN_BLOCK:
-        return f"model.layers.{parts[1]}.{_IN_BLOCK[parts[2]]}"
-    raise _unknown(full_name)
+    parts, block = module.split("."), BLOCK_NAMES[arch]
+    if len(parts) == 3 and parts[0] == "blk" and parts[1].isdigit() and parts[2] in block:
+        return f"model.layers.{parts[1]}.{block[parts[2]]}"
+    raise _unknown(full_name, arch)
 
 
-def _unknown(name: str) -> ModelFormatError:
+def _unknown(name: str, arch: str) -> ModelFormatError:
     return ModelFormatError(
-        f"GGUF tensor {name!r} has no place in a llama model",
-        hint="mlxctl imports plain llama GGUF files (no rope_freqs, no extra tensors)",
+        f"GGUF tensor {name!r} has no place in a {arch} model",
+        hint=f"mlxctl imports plain {arch} GGUF files (no rope_freqs, no extra tensors)",
     )

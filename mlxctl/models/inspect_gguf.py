@@ -12,12 +12,15 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from mlxctl.errors import ModelFormatError
+from mlxctl.models.gguf_file_type import file_type_name
 from mlxctl.models.inspect_facts import _Facts, _size, _tally
 
 _GGUF_SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?",
                  10: "<Q", 11: "<q", 12: "<d"}  # fmt: skip
 _GGUF_STRING, _GGUF_ARRAY = 8, 9
 _SMALL_ARRAY = 256
+# every n-th layer attends to the whole context, the others to a window (llama.cpp hard-codes n)
+_GLOBAL_LAYER_EVERY = {"gemma2": 2, "gemma3": 6}
 
 
 @dataclass(frozen=True)
@@ -105,10 +108,10 @@ def _gguf_facts(path: Path) -> _Facts:
         parameters=sum(prod(shape) for _, shape in info.tensors.values()),
         weights_bytes=info.data_bytes,
         dtype="float16",  # llama.cpp's KV cache and what MLX makes of GGUF scales
-        quantization=_gguf_quantization(info.tensors),
+        quantization=_gguf_quantization(info.tensors, meta.get("general.file_type")),
         tensor_types=types,
         context_length=key("context_length"),
-        attention=_gguf_attention(key),
+        attention=_gguf_attention(key, arch),
         chat_template=template if isinstance(template, str) else None,
         decoder=True,
     )
@@ -120,7 +123,7 @@ def _arch_value(meta: Mapping[str, Any], arch: Any, suffix: str) -> Any:
     return max(value) if isinstance(value, list) and value else value  # per-layer arrays
 
 
-def _gguf_attention(key: Callable[[str], Any]) -> dict | None:
+def _gguf_attention(key: Callable[[str], Any], arch: Any = None) -> dict | None:
     heads, hidden = key("attention.head_count"), key("embedding_length")
     head_dim = key("attention.key_length") or (hidden // heads if heads and hidden else None)
     if not (key("block_count") and heads):
@@ -133,11 +136,17 @@ def _gguf_attention(key: Callable[[str], Any]) -> dict | None:
     }
     if (value_dim := key("attention.value_length")) and value_dim != head_dim:
         attention["value_dim"] = value_dim
+    if (window := key("attention.sliding_window")) and arch in _GLOBAL_LAYER_EVERY:
+        layers = attention["layers"]
+        attention["sliding_window"] = window
+        attention["sliding_layers"] = layers - layers // _GLOBAL_LAYER_EVERY[arch]
     return attention
 
 
-def _gguf_quantization(tensors: Mapping[str, tuple[str, tuple[int, ...]]]) -> dict | None:
-    quantised = {n: t for n, (t, _) in tensors.items() if not t.startswith(("F", "BF", "I"))}
+def _gguf_quantization(
+    tensors: Mapping[str, tuple[str, tuple[int, ...]]], file_type: Any = None
+) -> dict | None:
+    quantised = {n: t for n, (t, _) in tensors.items() if not _is_plain(t)}
     if not quantised:
         return None
     weighted: Counter[str] = Counter()
@@ -151,7 +160,13 @@ def _gguf_quantization(tensors: Mapping[str, tuple[str, tuple[int, ...]]]) -> di
         "group_size": 256 if main.endswith("_K") else 32,
         "overrides": {n: t for n, t in sorted(quantised.items()) if t != main},
         "quantized_tensors": len(quantised),
+        "file_type": file_type_name(file_type),
     }
+
+
+def _is_plain(ggml_type: str) -> bool:
+    """Float and integer tensors (F32, BF16, I8, ...), not IQ* quants."""
+    return ggml_type.startswith(("F", "BF")) or re.fullmatch(r"I\d+", ggml_type) is not None
 
 
 def _ggml_bits(qtype: str) -> int | None:

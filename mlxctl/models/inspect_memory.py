@@ -22,7 +22,7 @@ def estimate_memory(
         weights = facts.parameters * DTYPE_BYTES[dtype]
     context = context or facts.context_length or DEFAULT_CONTEXT
     per_token = _kv_bytes_per_token(facts, dtype) if facts.decoder else None
-    kv = per_token * context * batch if per_token is not None else None
+    kv = per_token * _kv_positions(facts, context) * batch if per_token is not None else None
     total = None if weights is None else weights + (kv or 0)
     limit_bytes, limit_source = limit if limit is not None else memory_limit()
     return {
@@ -46,6 +46,16 @@ def _kv_bytes_per_token(facts: _Facts, dtype: str) -> int | None:
     element = DTYPE_BYTES.get(dtype) or DTYPE_BYTES.get(facts.dtype or "", 2)
     dims = attention["head_dim"] + attention.get("value_dim", attention["head_dim"])
     return attention["layers"] * attention["kv_heads"] * dims * element
+
+
+def _kv_positions(facts: _Facts, context: int) -> float:
+    """Cached positions per layer, on average: sliding-window layers keep only their window."""
+    attention = facts.attention or {}
+    window, sliding = attention.get("sliding_window"), attention.get("sliding_layers", 0)
+    if not window or not sliding:
+        return context
+    layers = attention["layers"]
+    return ((layers - sliding) * context + sliding * min(window, context)) / layers
 
 
 def memory_limit() -> tuple[int | None, str]:

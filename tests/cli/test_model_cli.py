@@ -68,6 +68,16 @@ def test_inspect_human_table(homes, smollm2):
     assert "x batch 2" in out and "Fits" in out
 
 
+def test_inspect_names_the_gguf_file_type_and_the_sliding_window(homes, tmp_path):
+    from tests.models.test_inspect import _gemma3_header
+
+    path = _gemma3_header(tmp_path / "gemma.gguf")
+    status, out, _ = mlxctl("model", "inspect", str(path))
+    assert status == ExitStatus.OK
+    assert "GGUF Q4_K_M: mostly Q4_K (4-bit, blocks of 256)" in out
+    assert "sliding window 512 on 15 of 18 layers" in out
+
+
 def test_inspect_errors_are_one_line_with_their_status(homes, tmp_path):
     status, out, err = mlxctl("model", "inspect", "whisper-tiny-en")
     assert status == ExitStatus.NOT_FOUND and out == ""

@@ -79,24 +79,24 @@ def test_convert_gguf(homes, tmp_path):
     assert json.loads(out)["manifest"]["recipe"]["method"] == "gguf-llama"
 
 
-def _k_quant(path) -> None:
+def _unread_type(path) -> None:
     data = bytearray(path.read_bytes())
     name = b"blk.1.attn_q.weight"
     at = data.index(struct.pack("<Q", len(name)) + name) + 8 + len(name)
     (dims,) = struct.unpack_from("<I", data, at)
-    struct.pack_into("<I", data, at + 4 + 8 * dims, 14)  # Q6_K
+    struct.pack_into("<I", data, at + 4 + 8 * dims, 16)  # IQ2_XXS
     path.write_bytes(bytes(data))
 
 
 def test_convert_errors_are_one_line(homes, tmp_path, hf_folder):
     gguf, _, _ = write_tiny_gguf(tmp_path / "k.gguf")
-    _k_quant(gguf)
+    _unread_type(gguf)
     odd = tmp_path / "odd"
     shutil.copytree(hf_folder, odd)
     (odd / "config.json").write_text(json.dumps({"model_type": "whatever"}))
     (tmp_path / "empty").mkdir()
     cases = [
-        ([str(gguf)], ExitStatus.BAD_INPUT, "tensor type Q6_K is not supported"),
+        ([str(gguf)], ExitStatus.BAD_INPUT, "tensor type IQ2_XXS is not supported"),
         ([str(odd)], ExitStatus.BAD_INPUT, "architecture 'whatever' (unknown architecture) is not supported"),
         ([str(tmp_path / "empty")], ExitStatus.BAD_INPUT, "is not a model to convert"),
         ([str(tmp_path / "missing")], ExitStatus.NOT_FOUND, "no such file or folder"),
@@ -109,7 +109,7 @@ def test_convert_errors_are_one_line(homes, tmp_path, hf_folder):
         assert err.startswith("mlxctl: error: ") and text in err.splitlines()[0], err
     result = run_cli("model", "convert", str(gguf), env=homes)  # the real entry point
     assert result.returncode == ExitStatus.BAD_INPUT and result.stdout == ""
-    assert len(result.stderr.splitlines()) == 1 and "K-quants are not read" in result.stderr
+    assert len(result.stderr.splitlines()) == 1 and "Q4_K, Q5_K, Q6_K" in result.stderr
     result = run_cli("model", "convert", str(hf_folder), "--quantize", "5", env=homes)
     assert result.returncode == ExitStatus.USAGE
 

@@ -215,13 +215,13 @@ def _set_tensor_type(path: Path, tensor: str, ggml_type: int) -> None:
     path.write_bytes(bytes(data))
 
 
-def test_k_quant_gguf_is_refused_in_one_line(tiny_gguf, store):
+def test_unread_tensor_type_gguf_is_refused_in_one_line(tiny_gguf, store):
     path = tiny_gguf[0]
-    _set_tensor_type(path, "blk.0.ffn_down.weight", 12)  # Q4_K
+    _set_tensor_type(path, "blk.0.ffn_down.weight", 16)  # IQ2_XXS
     with pytest.raises(ModelFormatError) as caught:
         convert_model(str(path), store=store)
-    assert "tensor type Q4_K is not supported" in caught.value.message
-    assert "K-quants are not read" in caught.value.message
+    assert "tensor type IQ2_XXS is not supported" in caught.value.message
+    assert "Q4_K, Q5_K, Q6_K" in caught.value.message
     assert "\n" not in caught.value.message and caught.value.hint is None
     assert store.names() == []
 

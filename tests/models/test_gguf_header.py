@@ -8,7 +8,7 @@ from mlxctl.models.gguf import check_supported
 from mlxctl.models.gguf_header import read_header
 from tests.models.helpers import write_tiny_gguf
 
-Q4_K, BF16 = 12, 30
+IQ2_XXS, IQ4_XS = 16, 23
 
 
 def _set_tensor_type(path, tensor_name: str, ggml_type: int) -> None:
@@ -35,7 +35,7 @@ def test_reads_f16_types(tmp_path):
     assert types["blk.1.ffn_norm.weight"] == "F32"
 
 
-@pytest.mark.parametrize("ggml_type,name", [(Q4_K, "Q4_K"), (BF16, "BF16"), (99, "type 99")])
+@pytest.mark.parametrize("ggml_type,name", [(IQ2_XXS, "IQ2_XXS"), (IQ4_XS, "IQ4_XS"), (99, "type 99")])
 def test_unsupported_tensor_type_is_named(tiny_gguf, ggml_type, name):
     path = tiny_gguf[0]
     _set_tensor_type(path, "blk.1.ffn_down.weight", ggml_type)
@@ -43,16 +43,17 @@ def test_unsupported_tensor_type_is_named(tiny_gguf, ggml_type, name):
         check_supported(path)
     assert f"tensor type {name} is not supported" in caught.value.message
     assert "blk.1.ffn_down.weight" in caught.value.message
-    assert "K-quants" in caught.value.hint
+    assert "Q4_K, Q5_K, Q6_K" in caught.value.hint  # the hint lists the types that are read
 
 
-def test_non_llama_architecture_is_named(tmp_path):
-    path = tmp_path / "qwen.gguf"
+def test_unsupported_architecture_is_named(tmp_path):
+    path = tmp_path / "phi.gguf"
     mx.save_gguf(
-        str(path), {"token_embd.weight": mx.zeros((4, 4))}, {"general.architecture": "qwen2"}
+        str(path), {"token_embd.weight": mx.zeros((4, 4))}, {"general.architecture": "phi2"}
     )
-    with pytest.raises(ModelFormatError, match="architecture 'qwen2' is not supported"):
+    with pytest.raises(ModelFormatError, match="architecture 'phi2' is not supported") as caught:
         check_supported(path)
+    assert "llama, qwen2, gemma3" in caught.value.hint
 
 
 def test_not_a_gguf_file(tmp_path):

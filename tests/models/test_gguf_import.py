@@ -101,8 +101,9 @@ def test_mlx_lm_stops_on_eos(tiny_model_dir):
         ({"llama.attention.head_count": None}, "lacks llama.attention.head_count"),
         ({"llama.rope.scaling.type": "yarn"}, "rope scaling 'yarn'"),
         ({"llama.rope.dimension_count": mx.array(8, dtype=mx.uint32)}, "rotary dimension 8"),
-        ({"tokenizer.ggml.model": "llama"}, "tokenizer model 'llama'"),
-        ({"tokenizer.ggml.pre": "qwen2"}, "pre-tokenizer 'qwen2'"),
+        ({"tokenizer.ggml.model": "bert"}, "tokenizer model 'bert'"),
+        ({"tokenizer.ggml.model": "llama"}, "SentencePiece tokenizer lacks one score per token"),
+        ({"tokenizer.ggml.pre": "deepseek-llm"}, "pre-tokenizer 'deepseek-llm'"),
     ],
 )
 def test_unsupported_metadata(tmp_path, metadata, message):

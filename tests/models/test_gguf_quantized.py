@@ -1,7 +1,7 @@
 """import_gguf on GGUF files with Q4_0, Q4_1 and Q8_0 tensors, written byte by byte here.
 
-``mx.save_gguf`` only writes float tensors, so this file has its own GGUF v3 writer and packs
-the quantised blocks itself, following the GGUF spec and llama.cpp's reference quantisers
+``mx.save_gguf`` only writes float tensors, so these tests write the file with their own GGUF
+v3 writer (tests/models/gguf_writer.py) and pack the quantised blocks themselves, following the GGUF spec and llama.cpp's reference quantisers
 (``quantize_row_q4_0_ref`` and friends in ggml-quants.c):
 
 - Q4_0, 18 bytes per 32 values: f16 scale ``d``, then 16 bytes of 4-bit values ``q`` (value j in
@@ -17,7 +17,6 @@ quantisation error of its block).
 from __future__ import annotations
 
 import json
-import struct
 from pathlib import Path
 
 import mlx.core as mx
@@ -26,6 +25,7 @@ import pytest
 
 from mlxctl.models.gguf import import_gguf
 from mlxctl.models.gguf_header import read_header
+from tests.models.gguf_writer import write_gguf
 from tests.models.helpers import (
     TINY_CONFIG,
     build_tiny_llama,
@@ -37,8 +37,6 @@ from tests.models.helpers import (
 )
 
 BLOCK = 32
-ALIGNMENT = 32
-GGML_TYPES = {"F32": 0, "Q4_0": 2, "Q4_1": 3, "Q8_0": 8}
 TOKENS = mx.array([[1, 40, 70, 90, 2, 120, 200, 5]])
 
 
@@ -96,52 +94,6 @@ QUANTIZERS = {"Q4_0": (quantize_q4_0, 4), "Q4_1": (quantize_q4_1, 4), "Q8_0": (q
 def _nibbles(q: np.ndarray) -> bytes:
     """32 values of 4 bits: value j low and value j + 16 high in byte j."""
     return (q[:16] | (q[16:] << 4)).astype(np.uint8).tobytes()
-
-
-# -- a GGUF v3 writer -----------------------------------------------------------------------
-
-_SCALAR = {mx.uint8: (0, "B"), mx.int8: (1, "b"), mx.uint16: (2, "H"), mx.int16: (3, "h"),
-           mx.uint32: (4, "I"), mx.int32: (5, "i"), mx.float32: (6, "f"), mx.bool_: (7, "?"),
-           mx.uint64: (10, "Q"), mx.int64: (11, "q")}
-
-
-def _string(s: str) -> bytes:
-    raw = s.encode("utf-8")
-    return struct.pack("<Q", len(raw)) + raw
-
-
-def _value(v) -> bytes:
-    """A metadata value: type tag and payload."""
-    if isinstance(v, str):
-        return struct.pack("<I", 8) + _string(v)
-    if isinstance(v, list):  # of strings
-        assert all(isinstance(s, str) for s in v)
-        return struct.pack("<IIQ", 9, 8, len(v)) + b"".join(_string(s) for s in v)
-    tag, fmt = _SCALAR[v.dtype]
-    values = np.array(v).reshape(-1).tolist()
-    if v.ndim == 0:
-        return struct.pack(f"<I{fmt}", tag, values[0])
-    return struct.pack(f"<IIQ{len(values)}{fmt}", 9, tag, len(values), *values)
-
-
-def _pad(n: int) -> int:
-    return -n % ALIGNMENT
-
-
-def write_gguf(path: Path, metadata: dict, tensors: list[tuple[str, tuple[int, ...], str, bytes]]) -> None:
-    """``tensors``: (name, numpy-order shape, ggml type name, data bytes)."""
-    out = [b"GGUF", struct.pack("<IQQ", 3, len(tensors), len(metadata))]
-    out += [_string(k) + _value(v) for k, v in metadata.items()]
-    offset = 0
-    for name, shape, kind, data in tensors:
-        dims = tuple(reversed(shape))  # ne[0] is the innermost (fastest varying) dimension
-        out.append(_string(name) + struct.pack(f"<I{len(dims)}QIQ", len(dims), *dims, GGML_TYPES[kind], offset))
-        offset += len(data) + _pad(len(data))
-    header = b"".join(out)
-    body = [header, b"\0" * _pad(len(header))]
-    for _, _, _, data in tensors:
-        body += [data, b"\0" * _pad(len(data))]
-    path.write_bytes(b"".join(body))
 
 
 # -- the tiny model, quantised --------------------------------------------------------------
@@ -257,3 +209,47 @@ def _flat(model):
     from mlx.utils import tree_flatten
 
     return tree_flatten(model.parameters())
+
+
+def test_mixed_5_and_8_bit_blocks_run_in_mlx_lm(tmp_path):
+    """Q5_0 attention and Q8_0 feed-forward blocks (random bytes, llama.cpp's values as the
+    reference): config.json's per-module bits let mlx-lm load the mix and compute as a float
+    model of those values."""
+    from mlx_lm import load
+
+    from tests.models.test_gguf_block_types import LAYOUTS, REFERENCE
+
+    config = {**TINY_CONFIG, "vocab_size": len(tiny_vocab())}
+    rng = np.random.default_rng(3)
+    tensors, reference = [], {}
+    for name, array in gguf_tensors(build_tiny_llama(config), config).items():
+        shape = tuple(array.shape)
+        if len(shape) == 1:
+            tensors.append((name, shape, "F32", np.array(array, dtype=np.float32).tobytes()))
+            continue
+        kind = "Q5_0" if ".attn_" in name else "Q8_0"
+        per_block, size, halves = LAYOUTS[kind]
+        blocks = []
+        for _ in range(int(np.prod(shape)) // per_block):
+            raw = bytearray(rng.integers(0, 256, size, dtype=np.uint8).tobytes())
+            for at in halves:
+                raw[at : at + 2] = np.float16(rng.uniform(-0.01, 0.01)).tobytes()
+            blocks.append(bytes(raw))
+        values = np.array([v for b in blocks for v in REFERENCE[kind](b)], np.float32).reshape(shape)
+        tensors.append((name, shape, kind, b"".join(blocks)))
+        reference[f"{_hf_name(name)}.weight"] = mx.array(_hf_order(name, values, config))
+    write_gguf(tmp_path / "mixed.gguf", {**llama_metadata(config), **tokenizer_metadata()}, tensors)
+
+    out = import_gguf(tmp_path / "mixed.gguf", tmp_path / "out")
+    quantization = json.loads((out / "config.json").read_text())["quantization"]
+    assert quantization["bits"] == 5 and quantization["model.layers.0.mlp.up_proj"]["bits"] == 8
+    model, _ = load(str(out))
+    float_model = build_tiny_llama(config)
+    float_model.load_weights(list(reference.items()), strict=False)
+    got, want = model(TOKENS).astype(mx.float32), float_model(TOKENS).astype(mx.float32)
+    assert weights_dtype(out) == mx.float16  # no K-quant in the file: float16 scales, as stored
+    assert mx.allclose(got, want, atol=2e-3, rtol=1e-3).item(), mx.abs(got - want).max().item()
+
+
+def weights_dtype(folder):
+    return mx.load(str(folder / "model.safetensors"))["model.layers.0.mlp.up_proj.scales"].dtype

@@ -77,3 +77,62 @@ def test_bad_merges_are_a_format_error():
     metadata = {**tokenizer_metadata(), "tokenizer.ggml.merges": ["x yz"]}
     with pytest.raises(ModelFormatError, match="inconsistent"):
         build_tokenizer(metadata)
+
+
+def test_qwen2_pre_tokenizer_splits_digits_and_normalises_to_nfc():
+    tok = build_tokenizer(tokenizer_metadata("qwen2"))
+    assert tok.encode("12").tokens == ["1", "2"]  # llama-bpe would keep "12"
+    assert tok.encode("e\u0301").ids == tok.encode("\u00e9").ids  # NFC first
+
+
+# -- SentencePiece (tokenizer.ggml.model = llama), rebuilt as BPE with byte fallback -------------
+
+_SP_PIECES = ["<pad>", "<eos>", "<bos>", "<unk>", *[f"<0x{b:02X}>" for b in range(256)],
+              "\u2581", "h", "e", "l", "o", "w", "r", "d", "ll", "he", "llo", "hello", "\u2581w",
+              "\u2581wor", "or", "ld", "\u2581world", "<start_of_turn>"]  # fmt: skip
+
+
+def sentencepiece_metadata(**extra) -> dict:
+    import mlx.core as mx
+
+    n_special, n_bytes = 4, 256
+    kinds = [3, 3, 3, 2] + [6] * n_bytes + [1] * (len(_SP_PIECES) - n_special - n_bytes - 1) + [4]
+    # normal pieces score by their order (the later, the worse); "hello" beats "he" + "llo"
+    scores = [0.0] * (n_special + n_bytes) + [-float(i) for i in range(len(_SP_PIECES) - 260)]
+    return {
+        "tokenizer.ggml.model": "llama",
+        "tokenizer.ggml.tokens": _SP_PIECES,
+        "tokenizer.ggml.scores": mx.array(scores, dtype=mx.float32),
+        "tokenizer.ggml.token_type": mx.array(kinds, dtype=mx.int32),
+        "tokenizer.ggml.bos_token_id": mx.array(2, dtype=mx.uint32),
+        "tokenizer.ggml.eos_token_id": mx.array(1, dtype=mx.uint32),
+        "tokenizer.ggml.unknown_token_id": mx.array(3, dtype=mx.uint32),
+        "tokenizer.ggml.add_bos_token": mx.array(True),
+        "tokenizer.ggml.add_space_prefix": mx.array(False),
+        **extra,
+    }
+
+
+def test_sentencepiece_pieces_merge_by_score_and_bos_comes_first():
+    tok = build_tokenizer(sentencepiece_metadata())
+    assert tok.encode("hello world").tokens == ["<bos>", "hello", "\u2581world"]
+
+
+def test_sentencepiece_falls_back_to_bytes_and_decodes_back():
+    tok = build_tokenizer(sentencepiece_metadata())
+    encoding = tok.encode("hé")
+    assert encoding.tokens == ["<bos>", "h", "<0xC3>", "<0xA9>"]
+    assert tok.decode(encoding.ids, skip_special_tokens=True) == "hé"
+
+
+def test_sentencepiece_user_defined_pieces_are_matched_whole():
+    tok = build_tokenizer(sentencepiece_metadata())
+    assert tok.encode("<start_of_turn>hello").tokens == ["<bos>", "<start_of_turn>", "hello"]
+
+
+def test_sentencepiece_space_prefix_when_the_file_asks_for_it():
+    import mlx.core as mx
+
+    tok = build_tokenizer(sentencepiece_metadata(**{"tokenizer.ggml.add_space_prefix": mx.array(True)}))
+    assert tok.encode("world").tokens == ["<bos>", "\u2581world"]
+    assert tok.decode(tok.encode("world").ids, skip_special_tokens=True) == "world"

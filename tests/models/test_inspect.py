@@ -251,10 +251,45 @@ def test_truncated_gguf(tmp_path, tiny_gguf):
 def test_gguf_quantization_summary():
     from mlxctl.models.inspect_gguf import _gguf_quantization
 
-    tensors = {"a": ("Q4_K", (256, 256)), "b": ("Q6_K", (256, 16)), "n": ("F32", (256,))}
+    tensors = {"a": ("Q4_K", (256, 256)), "b": ("Q6_K", (256, 16)), "n": ("F32", (256,)),
+               "i": ("IQ4_XS", (256, 1)), "k": ("I32", (4,))}  # fmt: skip
     q = _gguf_quantization(tensors)
     assert (q["type"], q["bits"], q["group_size"]) == ("Q4_K", 4, 256)
-    assert q["overrides"] == {"b": "Q6_K"}
+    assert q["overrides"] == {"b": "Q6_K", "i": "IQ4_XS"}  # IQ quants count, integer tensors not
+    assert q["file_type"] is None
+
+
+def _gemma3_header(path: Path, layers: int = 18, file_type: int = 15) -> Path:
+    u32 = lambda v: mx.array(v, dtype=mx.uint32)  # noqa: E731
+    metadata = {"general.architecture": "gemma3", "general.file_type": u32(file_type),
+                "gemma3.block_count": u32(layers), "gemma3.context_length": u32(32768),
+                "gemma3.embedding_length": u32(640), "gemma3.attention.head_count": u32(4),
+                "gemma3.attention.head_count_kv": u32(1), "gemma3.attention.key_length": u32(256),
+                "gemma3.attention.value_length": u32(256), "gemma3.attention.sliding_window": u32(512)}  # fmt: skip
+    from tests.models.gguf_writer import write_gguf
+
+    write_gguf(path, metadata, [("blk.0.ffn_up.weight", (1, 256), "Q4_K", bytes(144))])
+    return path
+
+
+@pytest.mark.parametrize("value,name", [(15, "Q4_K_M"), (18, "Q6_K"), (7, "Q8_0"), (99, "file type 99")])
+def test_gguf_file_type_is_the_name_users_know(tmp_path, value, name):
+    path = tmp_path / "q.gguf"
+    mx.save_gguf(str(path), {"a.weight": mx.zeros((32, 32))},
+                 {"general.architecture": "llama", "general.file_type": mx.array(value, dtype=mx.uint32)})
+    tensors = {"a": ("Q4_K", (256, 256))}
+    from mlxctl.models.inspect_gguf import _gguf_quantization, read_gguf_info
+
+    assert _gguf_quantization(tensors, read_gguf_info(path).metadata["general.file_type"])["file_type"] == name
+
+
+def test_gguf_sliding_window_layers_cache_only_their_window(tmp_path):
+    """Gemma 3: every 6th layer is global; the other 15 of 18 keep 512 positions."""
+    report = inspect_model(str(_gemma3_header(tmp_path / "g.gguf")), context=32768, limit=BIG)
+    attention = report["attention"]
+    assert attention["sliding_window"] == 512 and attention["sliding_layers"] == 15
+    per_position = 1 * (256 + 256) * 2  # one KV head, key + value, float16
+    assert report["memory"]["kv_cache_bytes"] == per_position * (3 * 32768 + 15 * 512)
 
 
 def _ct2_string(text: str) -> bytes:
