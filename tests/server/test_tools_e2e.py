@@ -137,14 +137,12 @@ def test_tool_choice_none_answers_with_text(oai):
     ({"response_format": {"type": "json_schema", "json_schema": {
         "name": "x", "schema": {"type": "object", "properties": {"a": {"type": "nonsense"}}}}}},
      ["JSON schema", "nonsense"]),
-    ({"response_format": {"type": "json_object"}, "tools": [WEATHER], "tool_choice": "required"},
-     ["structured output", "tool call"]),
     ({"response_format": {"type": "json_object"}, "extra_body": {"structured_outputs": {"regex": "a"}}},
      ["response_format", "structured_outputs"]),
     ({"extra_body": {"structured_outputs": {"regex": "a", "choice": ["a"]}}}, ["exactly one"]),
     ({"extra_body": {"thinking_budget": 10}}, ["thinking budget", "reasoning format"]),
 ], ids=["unknown-tool", "required-without-tools", "bad-parameters", "not-a-function", "bad-response-schema",
-        "format-and-required", "two-formats", "two-structured-outputs", "budget-without-reasoning"])
+        "two-formats", "two-structured-outputs", "budget-without-reasoning"])
 def test_bad_tool_and_format_inputs_are_400s_naming_the_problem(oai, kw, words):
     message = bad_request(lambda: chat(oai, max_tokens=2, **kw))
     for word in words:
