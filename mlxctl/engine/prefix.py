@@ -166,7 +166,9 @@ class PrefixReuse:
         if hit.num_tokens:
             req.prefix_blocks = hit.held
             if req.resume is None:  # a resumed request reports its first attempt's reuse
-                req.cached_tokens = req.stream.cached_tokens = hit.num_tokens
+                req.cached_tokens = hit.num_tokens
+                if req.stream is not None:  # what a stream's first events know (Anthropic's message_start)
+                    req.stream.cached_tokens = hit.num_tokens
             req.cache, req.num_prefilled = self._cache_from(hit), hit.num_tokens
         req.checkpoint_at = cut_points(req.prefill_tokens, req.num_prefilled, self.turn_ends) if self.checkpoints else []
 

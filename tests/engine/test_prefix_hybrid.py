@@ -153,3 +153,18 @@ def test_a_plain_kv_model_reports_block_mode():
         eng.shutdown()
     assert stats["enabled"] is True and stats["mode"] == "blocks" and stats["reason"] is None
     assert stats["hit_tokens"] == 20 and stats["checkpoints"] == 0
+
+
+def test_a_stream_knows_its_cached_tokens_by_its_first_event():
+    """What Anthropic's message_start reports, before the finish event's usage exists."""
+    eng = engine(tiny_loaded())
+    try:
+        eng.submit(SYSTEM, GREEDY).collect()
+        stream = eng.submit(SYSTEM + [5], GREEDY)
+        first = next(iter(stream))
+        assert stream.finish is None or first is stream.finish
+        assert stream.cached_tokens == 20  # five blocks of 4
+        done = stream.collect()
+    finally:
+        eng.shutdown()
+    assert done.usage.cached_tokens == stream.cached_tokens
