@@ -7,8 +7,10 @@ token and then ``consume_token`` rejects it. :func:`refer_by_id` rewrites the gr
 tokenizer: every marker inside a string literal of a rule becomes ``<[id]>``, llguidance's
 reference to one token. Grammars for tokenizers without such markers are left as they are.
 
-Only string literals of rules (lower-case names) are rewritten: a terminal is matched on text and
-cannot hold a token, and ``%json`` schemas and regexes are never touched.
+A terminal is matched on text and cannot hold a token: one that opens or closes with a marker
+(GLM's value ``T: (text) "</arg_value>"``) loses that literal, and a rule that puts the token
+references around it takes its place where it is used. ``%json`` schemas and regexes are never
+touched.
 """
 
 from __future__ import annotations
@@ -18,8 +20,11 @@ import re
 from typing import Any
 
 _RULE_HEAD = re.compile(r"\s*([A-Za-z_]\w*)\s*(\[[^\]\n]*\])?\s*:")
-_STRING = re.compile(r'"(?:[^"\\\n]|\\.)*"')
 _REGEX = re.compile(r"/(?:[^/\\\n]|\\.)*/[imsx]*")
+_NAME = re.compile(r"(?<![\w%])[A-Za-z_]\w*")
+_LITERAL = r'"(?:[^"\\\n]|\\.)*"'
+_STRING = re.compile(_LITERAL)
+_TERMINAL_BODY = re.compile(rf"\s*({_LITERAL})?\s*(\(.*\))\s*({_LITERAL})?\s*")
 
 
 def marker_tokens(hf_tokenizer: Any) -> dict[str, int]:
@@ -43,15 +48,53 @@ def refer_by_id(grammar: str, markers: dict[str, int]) -> str:
     if not markers:
         return grammar
     found = re.compile("|".join(re.escape(m) for m in sorted(markers, key=len, reverse=True)))
-    return "\n".join(_rewrite_line(line, markers, found) for line in grammar.split("\n"))
+    lines, renames, added = _split_terminals(grammar.split("\n"), markers, found)
+    return "\n".join([_rewrite_line(line, markers, found, renames) for line in lines] + added)
 
 
-def _rewrite_line(line: str, markers: dict[str, int], found: re.Pattern) -> str:
+def _split_terminals(lines: list[str], markers: dict[str, int],
+                     found: re.Pattern) -> tuple[list[str], dict[str, str], list[str]]:
+    """The lines with the terminals that open or close with a marker written without it, the
+    names of the rules that take their places, and those rules (the token references around them)."""
+    out, renames, added = [], {}, []
+    for line in lines:
+        head = _RULE_HEAD.match(line)
+        parts = _TERMINAL_BODY.fullmatch(line[head.end():]) if head and head.group(1).isupper() else None
+        first, core, last = parts.groups() if parts else (None, "", None)
+        opens = first and _split_literal(json.loads(first), markers, found, where="start")
+        closes = last and _split_literal(json.loads(last), markers, found, where="end")
+        if not _one_group(core) or not (opens or closes):
+            out.append(line)
+            continue
+        name = head.group(1)
+        renames[name] = f"{name.lower()}_tokens"
+        pieces = [opens or first or "", name, closes or last or ""]
+        out.append(f"{line[:head.end()]} {core}")
+        added.append(f"{renames[name]}: {' '.join(p for p in pieces if p)}")
+    return out, renames, added
+
+
+def _one_group(expr: str) -> bool:
+    """Whether ``expr`` is one parenthesized group (its first parenthesis closes at its end)."""
+    flat, depth = _STRING.sub('""', _REGEX.sub("//", expr)), 0
+    for i, c in enumerate(flat):
+        depth += {"(": 1, ")": -1}.get(c, 0)
+        if depth == 0:
+            return i == len(flat) - 1
+    return False
+
+
+def _rewrite_line(line: str, markers: dict[str, int], found: re.Pattern, renames: dict[str, str]) -> str:
     head = _RULE_HEAD.match(line)
     if head is None or head.group(1).isupper() or line.lstrip().startswith("%"):
         return line  # a terminal, a directive, or a continuation: text only
     out, at = [line[: head.end()]], head.end()
     while at < len(line):
+        name = _NAME.match(line, at)
+        if name is not None:
+            out.append(renames.get(name.group(0), name.group(0)))
+            at = name.end()
+            continue
         if line.startswith("%json", at):
             end = _json_end(line, at + len("%json"))
             out.append(line[at:end])
@@ -86,11 +129,16 @@ def _in_lexeme_expression(line: str, start: int, end: int) -> bool:
     return before.endswith(("~", "&")) or after.startswith("&")
 
 
-def _split_literal(text: str, markers: dict[str, int], found: re.Pattern) -> str | None:
+def _split_literal(text: str, markers: dict[str, int], found: re.Pattern, where: str = "") -> str | None:
     """The Lark expression for the literal ``text`` with its markers as token references; None
-    when it holds none."""
+    when it holds none (with ``where`` "start" or "end": none there)."""
     pieces, at = [], 0
-    for match in found.finditer(text):
+    matches = list(found.finditer(text))
+    if where == "start" and not (matches and matches[0].start() == 0):
+        return None
+    if where == "end" and not (matches and matches[-1].end() == len(text)):
+        return None
+    for match in matches:
         if match.start() > at:
             pieces.append(json.dumps(text[at: match.start()]))
         pieces.append(f"<[{markers[match.group(0)]}]>")
