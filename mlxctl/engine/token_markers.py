@@ -61,8 +61,8 @@ def _split_terminals(lines: list[str], markers: dict[str, int],
         head = _RULE_HEAD.match(line)
         parts = _TERMINAL_BODY.fullmatch(line[head.end():]) if head and head.group(1).isupper() else None
         first, core, last = parts.groups() if parts else (None, "", None)
-        opens = first and _split_literal(json.loads(first), markers, found, where="start")
-        closes = last and _split_literal(json.loads(last), markers, found, where="end")
+        opens = first and _split_literal(_text_of(first), markers, found, where="start")
+        closes = last and _split_literal(_text_of(last), markers, found, where="end")
         if not _one_group(core) or not (opens or closes):
             out.append(line)
             continue
@@ -107,7 +107,7 @@ def _rewrite_line(line: str, markers: dict[str, int], found: re.Pattern, renames
             continue
         literal = match.group(0)
         if literal.startswith('"') and not _in_lexeme_expression(line, match.start(), match.end()):
-            literal = _split_literal(json.loads(literal), markers, found) or literal
+            literal = _split_literal(_text_of(literal), markers, found) or literal
         out.append(literal)
         at = match.end()
     return "".join(out)
@@ -127,6 +127,14 @@ def _in_lexeme_expression(line: str, start: int, end: int) -> bool:
     """Whether the literal is an operand of ``~`` or ``&`` (which work on text only)."""
     before, after = line[:start].rstrip(), line[end:].lstrip()
     return before.endswith(("~", "&")) or after.startswith("&")
+
+
+def _text_of(literal: str) -> str:
+    """The text of a Lark string literal ('' for one this module does not read: left as it is)."""
+    try:
+        return json.loads(literal)
+    except ValueError:
+        return ""
 
 
 def _split_literal(text: str, markers: dict[str, int], found: re.Pattern, where: str = "") -> str | None:
