@@ -283,6 +283,15 @@ def make_plan(formats: ModelFormats, tools: list[dict], choice: ToolChoice, outp
 
 
 def constraint_for(plan: ChatPlan, reasoning_open: bool = False) -> Any:
+    """The engine constraint that enforces the plan (None when nothing is enforced); a forced
+    call's markers are matched by token id where the tokenizer has them as one added token."""
+    spec = _plan_constraint(plan, reasoning_open)
+    if spec is not None and spec.kind == "lark" and _forced(plan):
+        spec = dataclasses.replace(spec, token_markers=True)
+    return spec
+
+
+def _plan_constraint(plan: ChatPlan, reasoning_open: bool) -> Any:
     """The engine constraint that enforces the plan (None when nothing is enforced).
 
     With a reasoning format whose markers are text (``<think>``, ``[THINK]``), the grammar

@@ -18,6 +18,7 @@ the packed words cross to the device.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import threading
@@ -55,13 +56,17 @@ class ConstraintSpec:
     llguidance does not implement (they are ignored instead of refused); the output is enforced
     either way. ``activate_after``: a text marker such as ``"</think>"``; the output is free until
     the generated text contains it, and constrained from there on (whitespace right after the
-    marker, up to ``MAX_LEADING_WHITESPACE`` tokens of it, stays free too).
+    marker, up to ``MAX_LEADING_WHITESPACE`` tokens of it, stays free too). ``token_markers``
+    (for Lark grammars mlxctl writes): the markers its rules' string literals spell that the
+    tokenizer has as one added token are matched as that token, by id
+    (:mod:`~mlxctl.engine.token_markers`).
     """
 
     kind: ConstraintKind
     value: str = ""
     strict: bool = True
     activate_after: str | None = None
+    token_markers: bool = False
 
     def check(self) -> None:
         """Cheap shape checks (no tokenizer needed); raise :class:`BadInputError`."""
@@ -122,13 +127,13 @@ def compile_constraint(spec: ConstraintSpec, tokenizer: Any) -> CompiledConstrai
         raise BadInputError(f"a constraint must be a ConstraintSpec, got {type(spec).__name__}")
     spec.check()
     llt = ll_tokenizer(tokenizer)
-    key = (id(llt), spec.kind, spec.value, spec.strict)
+    key = (id(llt), spec.kind, spec.value, spec.strict, spec.token_markers)
     with _lock:
         hit = _grammars.get(key)
         if hit is not None and hit.ll_tokenizer is llt:
             _grammars.move_to_end(key)
             return CompiledConstraint(spec, hit)
-    grammar = _compile(spec, llt)
+    grammar = _compile(spec, llt, tokenizer)
     with _lock:
         _grammars[key] = grammar
         _grammars.move_to_end(key)
@@ -160,12 +165,16 @@ def ll_tokenizer(tokenizer: Any) -> Any:
         return llt
 
 
-def _build_ll_tokenizer(tokenizer: Any) -> Any:
+def _hf_tokenizer(tokenizer: Any) -> Any:
     from transformers import PreTrainedTokenizerFast
 
-    hf = tokenizer
-    if not isinstance(hf, PreTrainedTokenizerFast):  # mlx-lm's TokenizerWrapper holds the HF one
-        hf = getattr(tokenizer, "_tokenizer", tokenizer)
+    if isinstance(tokenizer, PreTrainedTokenizerFast):
+        return tokenizer
+    return getattr(tokenizer, "_tokenizer", tokenizer)  # mlx-lm's TokenizerWrapper holds the HF one
+
+
+def _build_ll_tokenizer(tokenizer: Any) -> Any:
+    hf = _hf_tokenizer(tokenizer)
     eos = getattr(tokenizer, "eos_token_ids", None)  # mlx-lm's: a set; None: the HF default
     eos = [eos] if isinstance(eos, int) else (sorted(eos) or None) if eos else None
     try:
@@ -194,9 +203,13 @@ def _whitespace_tokens(llt: Any) -> tuple[frozenset[int], np.ndarray]:
         return ids, bits.view(np.int32)
 
 
-def _compile(spec: ConstraintSpec, llt: Any) -> _Grammar:
+def _compile(spec: ConstraintSpec, llt: Any, tokenizer: Any) -> _Grammar:
     import llguidance
 
+    if spec.token_markers and spec.kind == "lark":
+        from mlxctl.engine.token_markers import marker_tokens, refer_by_id
+
+        spec = dataclasses.replace(spec, value=refer_by_id(spec.value, marker_tokens(_hf_tokenizer(tokenizer))))
     text = _grammar_text(spec)
     template = llguidance.LLMatcher(llt, text, log_level=0)
     if template.is_error():

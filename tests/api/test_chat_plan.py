@@ -413,6 +413,14 @@ def test_required_call_is_a_hermes_lark_grammar():
     spec.check()
 
 
+def test_forced_calls_match_one_token_markers_by_id_and_output_formats_do_not():
+    thinking = cp.make_plan(QWEN, TOOLS, ToolChoice("required"), None)
+    assert cp.constraint_for(plan(choice=ToolChoice("required"))).token_markers
+    assert cp.constraint_for(thinking).token_markers  # the thinking grammar around the call too
+    lark = cp.make_plan(PLAIN, [], ToolChoice("none"), OutputFormat("lark", 'start: "<tool_call>"'))
+    assert not cp.constraint_for(lark).token_markers  # a user's grammar is compiled as written
+
+
 def test_named_call_allows_only_that_tool():
     spec = cp.constraint_for(plan(choice=ToolChoice("named", "get_time")))
     assert "get_time" in spec.value and "get_weather" not in spec.value

@@ -10,9 +10,10 @@ The formats that write arguments one by one (pythonic, Qwen3-Coder, GLM, Gemma) 
 built from the schema, parameter by parameter; where a format cannot carry part of a schema they
 narrow, never widen (see :mod:`~mlxctl.api.toolcalls.grammar_schema` and ``docs/tools.md``).
 
-The markers are written as text literals: that fits vocabularies where they are ordinary (added,
-non-special) tokens, as ``<tool_call>`` is in Qwen's; where a marker is a special token, the
-model has to spell it out (the output, decoded with special tokens kept, reads the same).
+The markers are written as text literals. Where the tokenizer has a marker as one added or
+special token (``<tool_call>`` in Qwen's), the engine compiles the grammar with that marker as a
+reference to the token by id (:mod:`mlxctl.engine.token_markers`; the constraint is marked
+``token_markers`` by :func:`mlxctl.api.chat_plan.constraint_for`).
 Formats with two layouts (Mistral, DeepSeek) admit both, so the model keeps the one it was
 trained on.
 
