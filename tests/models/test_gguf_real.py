@@ -160,3 +160,49 @@ def test_gemma_base_model_continues_from_the_gguf(real_gguf, tmp_path):
     done = _mlxctl(tmp_path, "run", "-m", str(path), "--raw", "-n", "4", "-t", "0", prompt)
     assert done.returncode == 0, done.stderr
     assert "Berlin" in done.stdout
+
+
+WEATHER = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
+ASK = "What is the weather in Paris?"
+
+
+@pytest.fixture(scope="module")
+def qwen_url(real_gguf, tmp_path_factory):
+    """The real Qwen GGUF served as "qwen" on loopback: the model its forced calls are made on."""
+    from mlxctl.generation import open_engine
+    from mlxctl.server.app import init_app
+    from mlxctl.server.runner import BackgroundServer
+    from mlxctl.server.settings import ServeSettings
+
+    patch = pytest.MonkeyPatch()
+    patch.setenv("MLXCTL_HOME", str(tmp_path_factory.mktemp("home")))
+    engine = open_engine(str(real_gguf("qwen2.5-coder-0.5b-instruct-q4_k_m")))
+    server = BackgroundServer(init_app(engine, ServeSettings(model_name="qwen"))).start()
+    yield server.url
+    server.stop()
+    engine.shutdown()
+    patch.undo()
+
+
+def test_qwen_makes_a_forced_call_through_all_three_apis(qwen_url):
+    """Qwen's <tool_call> is one added token: the forcing grammar names it by id (a 500 before)."""
+    import anthropic
+    import openai
+
+    oai = openai.OpenAI(base_url=f"{qwen_url}/v1", api_key="x", max_retries=0, timeout=ANSWER_TIMEOUT)
+    chat = oai.chat.completions.create(
+        model="qwen", messages=[{"role": "user", "content": ASK}], temperature=0, max_tokens=40, tool_choice="required",
+        tools=[{"type": "function", "function": {"name": "get_weather", "parameters": WEATHER}}]).choices[0]
+    assert chat.finish_reason == "tool_calls"
+    assert [(c.function.name, json.loads(c.function.arguments)) for c in chat.message.tool_calls] == \
+        [("get_weather", {"city": "Paris"})]
+    answer = oai.responses.create(model="qwen", input=ASK, temperature=0, max_output_tokens=40, tool_choice="required",
+                                  tools=[{"type": "function", "name": "get_weather", "parameters": WEATHER}])
+    assert [(i.type, i.name, json.loads(i.arguments)) for i in answer.output] == \
+        [("function_call", "get_weather", {"city": "Paris"})]
+    claude = anthropic.Anthropic(base_url=qwen_url, api_key="x", max_retries=0, timeout=ANSWER_TIMEOUT)
+    message = claude.messages.create(model="qwen", max_tokens=40, messages=[{"role": "user", "content": ASK}],
+                                     tools=[{"name": "get_weather", "input_schema": WEATHER}],
+                                     tool_choice={"type": "any"})
+    assert message.stop_reason == "tool_use"
+    assert [(b.type, b.name, b.input) for b in message.content] == [("tool_use", "get_weather", {"city": "Paris"})]
