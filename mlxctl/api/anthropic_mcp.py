@@ -50,7 +50,7 @@ def custom_tools(offered: list[dict]) -> list[dict]:
 
 
 def mcp_blocks(call: Any) -> list[dict]:
-    """One call that ran (mcp_loop.McpCall): its mcp_tool_use and mcp_tool_result blocks."""
+    """One call that ran (tool_loop.McpCall): its mcp_tool_use and mcp_tool_result blocks."""
     use_id = "mcptoolu_" + call.id.removeprefix("call_")
     return [{"type": "mcp_tool_use", "id": use_id, "name": call.result.tool, "server_name": call.result.server,
              "input": arguments_object(call.arguments)},

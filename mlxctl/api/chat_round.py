@@ -1,6 +1,6 @@
 """One round of a chat's generation, whatever the protocol: what the model thought, said and called.
 
-The MCP tool loop (server/mcp_loop.py) reads rounds in this shape and each protocol builds its
+The MCP tool loop (api/tool_loop.py) reads rounds in this shape and each protocol builds its
 answer from them (OpenAI choices, Anthropic content blocks, Responses output items). ``finish``
 is the neutral vocabulary of how a round ended: "stop", "length" or "tool_calls" (a stop that
 ended in calls).
@@ -26,7 +26,7 @@ class RoundResult:
     stop_string: str | None = None
     usage: Usage | None = None
     logprobs: tuple[TokenLogprob, ...] | None = None
-    ran: list[Any] = field(default_factory=list)  # the MCP calls of this round that ran (mcp_loop.McpCall)
+    ran: list[Any] = field(default_factory=list)  # the MCP calls of this round that ran (tool_loop.McpCall)
 
     @classmethod
     def of(cls, result: SplitResult, reason: FinishReason, stop_string: str | None = None,

@@ -83,7 +83,7 @@ def list_tools_items(labels: list[str], offered: list[dict]) -> list[dict]:
 
 
 def mcp_call_item(call: Any) -> dict:
-    """One call that ran (mcp_loop.McpCall); a tool error is status "failed" with its text."""
+    """One call that ran (tool_loop.McpCall); a tool error is status "failed" with its text."""
     result = call.result
     error = {"type": "mcp_tool_execution_error", "content": [{"type": "text", "text": result.text}]} \
         if result.is_error else None

@@ -187,7 +187,7 @@ def _execute(out: Output, model: str | None, weights: tuple, spec, sampling: tup
             out.message(line)
         spec = with_videos(engine, spec, videos)
         if mcp is not None:
-            from mlxctl.server.mcp_loop import run_with_mcp
+            from mlxctl.cli.mcp_run import run_with_mcp
 
             return run_with_mcp(out, engine, spec, params, verbose=verbose, **mcp)
         stream = generate(engine, spec, params)

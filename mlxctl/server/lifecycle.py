@@ -21,7 +21,7 @@ from mlxctl.server.connections import CappedSite, runner_options
 from mlxctl.server.interrupt import interrupt, shutdown_error
 from mlxctl.server.keys import ENGINE, POOL, SETTINGS, STATE
 from mlxctl.server.logs import configure as configure_logs
-from mlxctl.server.mcp_loop import close_mcp, start_mcp
+from mlxctl.server.mcp_service import close_mcp, start_mcp
 from mlxctl.server.settings import ServeSettings
 
 log = logging.getLogger("mlxctl.server")

@@ -20,8 +20,9 @@ from aiohttp import web
 
 from mlxctl.api.chat_request import ChatRequest, prepare_chat
 from mlxctl.api.chat_round import RoundResult
+from mlxctl.api.tool_loop import ToolLoop
 from mlxctl.server.keys import SETTINGS
-from mlxctl.server.mcp_loop import McpTools, ServerRounds, ToolLoop, call_all, drive
+from mlxctl.server.mcp_loop import McpTools, ServerRounds, call_all, drive
 from mlxctl.server.sse import SseResponse
 from mlxctl.server.streaming import (
     StreamSession,

@@ -16,16 +16,9 @@ from typing import Any
 from aiohttp import web
 
 from mlxctl.api.chat_plan import anthropic_tools, openai_tools, responses_tools
+from mlxctl.api.tool_loop import check_no_clash, later_choice, merged_tools, split_tools
 from mlxctl.server.errors import ApiError
-from mlxctl.server.mcp_loop import (
-    ServerRounds,
-    answer_with_mcp,
-    check_no_clash,
-    later_choice,
-    mcp_tools,
-    merged_tools,
-    split_tools,
-)
+from mlxctl.server.mcp_loop import ServerRounds, answer_with_mcp, mcp_tools
 from mlxctl.server.served_model import model_formats, sampling_defaults
 
 

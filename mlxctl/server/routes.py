@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from mlxctl.server.mcp_loop import close_mcp
+from mlxctl.server.mcp_service import close_mcp
 from mlxctl.server.views import embeddings
 from mlxctl.server.views import audio
 from mlxctl.server.views import (

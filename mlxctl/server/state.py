@@ -24,7 +24,7 @@ class ServerState:
     formats: Any = None  # {id(tokenizer): (tokenizer, api.chat_plan.ModelFormats)} per served model
     warm: Any = None  # server.warm.WarmProgress while or after --warm-prompts runs
     background: set[asyncio.Task] = field(default_factory=set)  # tasks the app owns (warm-up)
-    mcp: Any = None  # server.mcp_loop.McpService with --mcp-config
+    mcp: Any = None  # server.mcp_service.McpService with --mcp-config
 
     def __post_init__(self) -> None:
         self.idle.set()

@@ -18,11 +18,11 @@ import pytest
 from mlxctl.api.chat_plan import ChatPlan
 from mlxctl.api.chat_request import ChatRequest
 from mlxctl.api.chat_round import RoundResult
+from mlxctl.api.tool_loop import ToolLoop, split_tools
 from mlxctl.api.toolcalls import ToolCall
 from mlxctl.engine.sampling import SamplingParams
 from mlxctl.errors import BadInputError, ContextOverflowError
 from mlxctl.server.errors import ApiError
-from mlxctl.server.mcp_loop import ToolLoop, split_tools
 from tests.cli.helpers import REPO, clean_env
 from tests.mcp.helpers import calc_stdio
 from tests.server.infra import MODEL

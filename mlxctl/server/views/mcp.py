@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from aiohttp import web
 
+from mlxctl.api.tool_loop import offered_tools
 from mlxctl.server.errors import ApiError
 from mlxctl.server.keys import SETTINGS
-from mlxctl.server.mcp_loop import mcp_service, offered_tools
+from mlxctl.server.mcp_service import mcp_service
 
 
 async def tools(request: web.Request) -> web.Response:

@@ -27,9 +27,9 @@ from mlxctl.server.body import parse_body, validation_error
 from mlxctl.server.errors import ApiError
 from mlxctl.server.generate import generation
 from mlxctl.server.images import image_token, load_images
-from mlxctl.server.keys import POOL, SETTINGS
-from mlxctl.server.streaming import NDJSON, TIMEOUT_MESSAGE, Sse, stream_sse
+from mlxctl.server.keys import POOL
 from mlxctl.server.served_model import model_formats, sampling_defaults, served_names, use_model
+from mlxctl.server.streaming import NDJSON, TIMEOUT_MESSAGE, Sse, stream_sse
 from mlxctl.vision import vision_of
 from mlxctl.vision.fetch import ImageRef
 

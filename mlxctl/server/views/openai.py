@@ -20,10 +20,10 @@ from mlxctl.api.openai_output import (
 )
 from mlxctl.api.openai_pieces import whole
 from mlxctl.api.openai_translate import Job, chat_jobs, chat_media_refs, completion_jobs
+from mlxctl.api.tool_loop import wants_mcp
 from mlxctl.server.body import parse_body
 from mlxctl.server.errors import ApiError
 from mlxctl.server.images import image_token, load_images
-from mlxctl.server.mcp_loop import wants_mcp
 from mlxctl.server.mcp_views import chat_with_mcp
 from mlxctl.server.served_model import model_formats, sampling_defaults, use_model
 from mlxctl.server.streaming import TIMEOUT_MESSAGE, open_generations
