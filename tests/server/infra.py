@@ -70,6 +70,13 @@ def sse_events(url: str, body: dict) -> list[tuple[str | None, dict]]:
     return out
 
 
+def without_keepalives(kinds: list[str]) -> list[str]:
+    """A Responses stream's event types without its keep-alives: every ``response.in_progress``
+    after the first (sent while a loaded machine prefills longer than --sse-ping-interval)."""
+    first = kinds.index("response.in_progress") if "response.in_progress" in kinds else len(kinds)
+    return [k for i, k in enumerate(kinds) if i <= first or k != "response.in_progress"]
+
+
 def raw_connection(url: str, timeout: float = 60.0) -> socket.socket:
     """A plain TCP connection to the server at ``url``, for bytes no HTTP client would send;
     reads give up after ``timeout`` (a generous bound, never a wait for something to happen)."""

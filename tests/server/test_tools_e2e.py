@@ -18,7 +18,7 @@ import jsonschema
 import openai
 import pytest
 
-from tests.server.infra import anthropic_client, openai_client, served
+from tests.server.infra import anthropic_client, openai_client, served, without_keepalives
 
 MODEL = "smollm2-135m"
 # Small on purpose: the tools system prompt is then 149 tokens, of which the prefix cache (64-token
@@ -304,7 +304,7 @@ def test_responses_streamed_call_has_argument_events(oai, function_call):
                               tools=[RESPONSES_WEATHER], tool_choice={"type": "function", "name": "get_weather"}) as stream:
         events = list(stream)
         final = stream.get_final_response()
-    kinds = [e.type for e in events]
+    kinds = without_keepalives([e.type for e in events])
     assert kinds[:3] == ["response.created", "response.in_progress", "response.output_item.added"]
     assert kinds[-3:] == ["response.function_call_arguments.done", "response.output_item.done", "response.completed"]
     assert set(kinds[3:-3]) == {"response.function_call_arguments.delta"}
