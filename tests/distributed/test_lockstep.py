@@ -59,6 +59,7 @@ def test_real_model_split_three_ways_answers_as_one_process(tmp_path, model_home
     assert "Paris" in split["texts"][0]
 
 
+@pytest.mark.slow  # a long end-to-end run: the slow step
 def test_run_cli_over_two_ranks_prints_once_what_one_process_prints(tmp_path, model_home, smollm2):
     args = ("-m", "mlxctl", "run", "--load-format", "dummy", "-m", str(dummy_model(tmp_path)), "-n", "10",
             "--temperature", "0.7", "--seed", "3", "Tell me about the sea.")

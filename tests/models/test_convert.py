@@ -74,7 +74,8 @@ def _generates(folder: Path, tokens: int = 4) -> list[int]:
     return [r.token for r in stream_generate(model, tokenizer, prompt, max_tokens=tokens)]
 
 
-@pytest.mark.parametrize("bits,closeness", [(2, 0.4), (3, 0.85), (4, 0.95), (6, 0.995), (8, 0.999)])
+@pytest.mark.parametrize("bits,closeness", [(4, 0.95), *(pytest.param(b, c, marks=pytest.mark.slow)
+                                                      for b, c in [(2, 0.4), (3, 0.85), (6, 0.995), (8, 0.999)])])
 def test_hf_folder_to_quantized_mlx(hf_llama, store, bits, closeness):
     done = convert_model(str(hf_llama), quantize=str(bits), store=store)
     assert done.converted and done.name == f"tiny-llama-{bits}bit"

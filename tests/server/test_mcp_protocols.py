@@ -160,6 +160,7 @@ def test_chat_streamed_carries_mcp_calls_in_the_last_chunk(url):
     assert not any(c.choices and c.choices[0].delta.tool_calls for c in chunks)  # the server ran it
 
 
+@pytest.mark.slow  # a long end-to-end run: the slow step
 def test_chat_streamed_round_limit(serve, tmp_path):
     config = tmp_path / "mcp.json"
     config.write_text(json.dumps({"mcpServers": {"calc": calc_stdio(allow=["add"])}}))

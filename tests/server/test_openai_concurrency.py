@@ -4,6 +4,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import openai
+import pytest
 
 from tests.server.infra import idle, wait_until
 from tests.server.test_infra_drain import aborted
@@ -21,6 +22,7 @@ def ask(client, question, stream):
     return "".join(c.choices[0].delta.content or "" for c in chunks)
 
 
+@pytest.mark.slow  # a long end-to-end run: the slow step
 def test_sixteen_concurrent_streams_match_solo(base_url):
     client = openai.OpenAI(base_url=base_url + "/v1", api_key="x")
     solo = {q: ask(client, q, stream=False) for q in QUESTIONS}

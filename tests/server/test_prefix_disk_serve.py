@@ -43,6 +43,7 @@ def cached(answer: dict) -> int:
     return answer["usage"]["prompt_tokens_details"]["cached_tokens"]
 
 
+@pytest.mark.slow  # a long end-to-end run: the slow step
 def test_warm_prompts_then_a_restart_reuses_the_disk_tier(smollm2, tmp_path):
     warm = tmp_path / "warm.jsonl"
     warm.write_text(json.dumps(SYSTEM) + "\n" + json.dumps({"prompt": "Once upon a time"}) + "\n")

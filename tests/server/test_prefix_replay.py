@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import httpx
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -28,6 +29,7 @@ def test_requests_are_the_history_before_each_assistant_turn():
         assert after[:len(before)] == before and len(after) > len(before)
 
 
+@pytest.mark.slow  # a long end-to-end run: the slow step
 def test_replay_serves_the_repeated_history_from_the_cache(base_url):
     replay = replay_module()
     transcript = json.loads((ROOT / "docs" / "workloads" / "agent_transcript.json").read_text())

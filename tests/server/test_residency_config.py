@@ -139,6 +139,7 @@ def test_serve_refuses_a_bad_file_before_loading_anything(tmp_path):
     assert "models[0] (smollm2-135m): name: 'smollm2-135m' is already served" in result.stderr
 
 
+@pytest.mark.slow  # a long end-to-end run: the slow step
 def test_mlxctl_serve_serves_what_the_file_says(smollm2, tiny_folder, tmp_path):
     import shutil
 

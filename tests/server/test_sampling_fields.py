@@ -119,6 +119,7 @@ def test_a_zero_penalty_is_greedy(client, greedy):
     assert text == greedy[0]
 
 
+@pytest.mark.slow  # a long end-to-end run: the slow step
 def test_completions_take_the_same_fields(client):
     def complete(**fields) -> str:
         extra = {k: fields.pop(k) for k in EXTENSIONS if k in fields}

@@ -77,12 +77,18 @@ def _chat_call(url: str, tool: dict, choice) -> dict:
     return json.loads(call.function.arguments)
 
 
-@pytest.mark.parametrize("choice", ["required", {"type": "function", "function": {"name": "TaskCreate"}}])
+# one case of each sweep in the default suite; the rest run in the slow step
+SLOW = pytest.mark.slow
+
+
+@pytest.mark.parametrize("choice", ["required",
+                                    pytest.param({"type": "function", "function": {"name": "TaskCreate"}}, marks=SLOW)])
 def test_chat_forced_call_over_task_create_is_relaxed(url, choice):
     _subject_of(_chat_call(url, _chat_tool(TASK_CREATE), choice))
 
 
-@pytest.mark.parametrize("keyword", sorted(KEYWORD_SCHEMAS))
+@pytest.mark.parametrize("keyword", [k if k == "propertyNames" else pytest.param(k, marks=SLOW)
+                                     for k in sorted(KEYWORD_SCHEMAS)])
 def test_chat_forced_call_relaxes_each_unimplemented_keyword(url, keyword):
     schema = {"type": "object", "properties": {"subject": _TEXT, "extra": KEYWORD_SCHEMAS[keyword]},
               "required": ["subject"], "additionalProperties": False}
@@ -148,7 +154,7 @@ def _claude_tool(strict: bool | None = None) -> dict:
     return tool if strict is None else {**tool, "strict": strict}
 
 
-@pytest.mark.parametrize("choice", [{"type": "any"}, {"type": "tool", "name": "TaskCreate"}])
+@pytest.mark.parametrize("choice", [{"type": "any"}, pytest.param({"type": "tool", "name": "TaskCreate"}, marks=SLOW)])
 def test_messages_forced_tool_use_over_task_create_is_relaxed(url, choice):
     msg = anthropic_client(url).messages.create(
         model=MODEL, messages=ASK, max_tokens=CALL_TOKENS, extra_body={"temperature": 0},

@@ -280,6 +280,7 @@ def function_call(oai):
     return respond(oai, tools=[RESPONSES_WEATHER], tool_choice="required")
 
 
+@pytest.mark.slow  # a long end-to-end run: the slow step
 def test_a_format_with_a_forced_call_answers_the_call(oai):
     """openai-agents' "tool, then answer in my type": the forced turn's output is the call."""
     fmt = {"type": "json_schema", "json_schema": {"name": "city", "schema": CITY_SCHEMA, "strict": True}}
