@@ -140,3 +140,16 @@ def load_folder(folder):
     from mlx_lm import load
 
     return load(str(folder))
+
+
+def assert_computes(model, reference, atol: float = 1e-4) -> None:
+    """``model`` (imported) computes ``reference``'s logits: first as loaded, within float16
+    rounding where its quantisation scales are float16 (mlx then computes parts in float16),
+    then exactly with those scales widened to float32 (the values themselves are exact)."""
+    from mlx.utils import tree_map
+
+    widened = tree_map(lambda a: a.astype(mx.float32) if a.dtype == mx.float16 else a, model.parameters())
+    loose = 3e-2 if any(a.dtype == mx.float16 for _, a in tree_flatten(model.parameters())) else atol
+    np.testing.assert_allclose(logits(model), logits(reference), atol=loose, rtol=loose)
+    model.update(widened)
+    np.testing.assert_allclose(logits(model), logits(reference), atol=atol, rtol=1e-4)
