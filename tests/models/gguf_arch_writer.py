@@ -1,7 +1,7 @@
 """Tiny GGUFs of any architecture, from seeded random mlx-lm models, with llama.cpp's names.
 
 The tests give the GGUF name of each mlx-lm module (their own tables, not mlxctl's), the
-metadata keys llama.cpp writes, and which tensor type each weight gets: F32, Q8_0 (quantised
+metadata keys llama.cpp writes, and which tensor type each weight gets: F32, F16, Q8_0 (quantised
 from the source with llama.cpp's reference quantiser) or Q4_K (random blocks, decoded with
 llama.cpp's loops). ``write_arch_gguf`` returns the float model the blocks encode, which the
 imported folder must compute.
@@ -85,6 +85,9 @@ def _encode(name: str, values: np.ndarray, kind: str, seed: int) -> tuple[bytes,
         return data, decoded
     if kind == "Q4_K":
         return random_q4_k(values.shape, seed)
+    if kind == "F16":
+        half = values.astype(np.float16)
+        return half.tobytes(), half.astype(np.float32)
     return values.astype(np.float32).tobytes(), values
 
 

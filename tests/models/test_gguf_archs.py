@@ -85,6 +85,20 @@ def test_qwen2_imports_with_biases_and_its_own_output(qwen2):
     np.testing.assert_allclose(_logits(model), _logits(source), atol=1e-4)
 
 
+def test_the_recipe_names_the_architecture(qwen2, tmp_path):
+    """The manifest and a conversion say which importer ran: gguf-qwen2, not gguf-llama."""
+    from mlxctl.models.convert import convert_model
+    from mlxctl.models.store import ModelStore
+
+    _, folder = qwen2
+    assert json.loads((folder / "manifest.json").read_text())["recipe"] == "gguf-qwen2"
+    source = folder.parent / "qwen2.gguf"
+    store = ModelStore(tmp_path / "store")
+    assert convert_model(str(source), store=store).manifest["recipe"]["method"] == "gguf-qwen2"
+    done = convert_model(str(source), dtype="float16", store=store)
+    assert done.manifest["recipe"]["method"] == "gguf-qwen2+mlx-lm"
+
+
 def test_qwen2_ends_on_endoftext_as_well(qwen2):
     _, folder = qwen2
     generation = json.loads((folder / "generation_config.json").read_text())
