@@ -1,4 +1,4 @@
-"""Import a GGUF file of one of :data:`gguf_archs.ARCHITECTURES` as an MLX / Hugging Face model folder.
+"""Import a GGUF file as an MLX / Hugging Face model folder (architectures: ``gguf_archs``).
 
 The folder holds config.json, model.safetensors, tokenizer.json, tokenizer_config.json,
 generation_config.json and manifest.json; ``mlx_lm.load(folder)`` loads it. Quantised tensors

