@@ -7,19 +7,21 @@
   ``rope.scaling.original_context_length``: they become ``rope_scaling`` (type longrope) and
   ``original_max_position_embeddings``. A file with only one of the two tensors is refused.
   mlx-lm applies the long factors at every length (llama.cpp: the short ones up to the original
-  context), and derives the attention factor from the two lengths as llama.cpp's converter does.
+  context), and derives the attention factor from the two lengths as llama.cpp's converter does
+  for LongRoPE; a file whose ``rope.scaling.attn_factor`` differs (YaRN's) is refused.
 - ``attention.sliding_window`` is recorded; mlx-lm's phi3 attends over the whole context.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 import mlx.core as mx
 
 from mlxctl.errors import ModelFormatError
 from mlxctl.models.gguf_config import arch_int, common_config, head_counts
-from mlxctl.models.gguf_metadata import meta_int
+from mlxctl.models.gguf_metadata import meta_float, meta_int
 
 ROPE_TENSORS = ("rope_factors_long.weight", "rope_factors_short.weight")
 
@@ -46,7 +48,21 @@ def phi3_config(
         config["original_max_position_embeddings"] = arch_int(
             metadata, "rope.scaling.original_context_length"
         )
+        _check_attn_factor(metadata, config)
     return config
+
+
+def _check_attn_factor(metadata: Mapping[str, object], config: dict) -> None:
+    """mlx-lm's LongRoPE scales attention by sqrt(1 + ln(s) / ln(original)), s = max / original."""
+    original = config["original_max_position_embeddings"]
+    scale = config["max_position_embeddings"] / original
+    expected = math.sqrt(1 + math.log(scale) / math.log(original)) if scale > 1 else 1.0
+    found = meta_float(metadata, "phi3.rope.scaling.attn_factor", expected)
+    if not math.isclose(found, expected, rel_tol=1e-4):
+        raise ModelFormatError(
+            f"GGUF phi3 rope.scaling.attn_factor {found:g} is not LongRoPE's {expected:g}",
+            hint="mlx-lm's phi3 supports LongRoPE scaling, not YaRN",
+        )
 
 
 def _longrope(rope: Mapping[str, mx.array]) -> dict | None:

@@ -8,13 +8,14 @@ model (Phi-4-mini's kind) by ``rope.dimension_count`` below the head size.
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pytest
 
 from mlxctl.errors import ModelFormatError
 from mlxctl.models.gguf import import_gguf
-from tests.models.gguf_arch_writer import assert_computes, common_metadata, load_folder, random_model, u32
+from tests.models.gguf_arch_writer import assert_computes, common_metadata, f32, load_folder, random_model, u32
 from tests.models.gguf_arch_writer import write_arch_gguf
 from tests.models.helpers import tiny_vocab
 
@@ -36,16 +37,20 @@ def _metadata(c: dict) -> dict:
     metadata = {**common_metadata("phi3", c), "phi3.rope.dimension_count": u32(rotary),
                 "phi3.attention.sliding_window": u32(2047)}  # fmt: skip
     if c["rope_scaling"]:
-        metadata["phi3.rope.scaling.original_context_length"] = u32(c["original_max_position_embeddings"])
+        original = c["original_max_position_embeddings"]
+        metadata["phi3.rope.scaling.original_context_length"] = u32(original)
+        scale = c["max_position_embeddings"] / original  # the converter's LongRoPE attn_factor
+        metadata["phi3.rope.scaling.attn_factor"] = f32(math.sqrt(1 + math.log(scale) / math.log(original)))
     return metadata
 
 
-def _write(root, config: dict, kind: str, rope: dict):
+def _write(root, config: dict, kind: str, rope: dict, metadata: dict | None = None):
     from mlx_lm.models import phi3
 
     source = random_model(phi3, config)
     kinds = lambda name, values: kind if values.ndim == 2 else "F32"  # noqa: E731
-    encoded = write_arch_gguf(root / "p.gguf", source, BLOCK, _metadata(config), kinds, extra=rope)
+    metadata = {**_metadata(config), **(metadata or {})}
+    encoded = write_arch_gguf(root / "p.gguf", source, BLOCK, metadata, kinds, extra=rope)
     return encoded, root / "p.gguf"
 
 
@@ -74,4 +79,12 @@ def test_a_partial_rotary_phi3_imports(tmp_path):
 def test_a_phi3_with_one_rope_factors_tensor_is_refused(tmp_path):
     _, path = _write(tmp_path, PHI3, "F32", {"rope_factors_long.weight": np.array(LONG)})
     with pytest.raises(ModelFormatError, match="rope_factors_long.*lacks 'rope_factors_short"):
+        import_gguf(path, tmp_path / "out")
+
+
+def test_a_yarn_phi3_is_refused(tmp_path):
+    """YaRN's attention factor (0.1 ln s + 1) is not what mlx-lm's LongRoPE would apply."""
+    yarn = {"phi3.rope.scaling.attn_factor": f32(0.1 * math.log(4) + 1)}
+    _, path = _write(tmp_path, PHI3, "F32", ROPE, yarn)
+    with pytest.raises(ModelFormatError, match="attn_factor 1.13863 is not LongRoPE's 1.11"):
         import_gguf(path, tmp_path / "out")
