@@ -13,14 +13,19 @@ from mlxctl.models.resolve import Progress
 
 
 def convert_gguf(path: Path, plan: Plan, out: Path, work_root: Path, progress: Progress) -> str:
-    """Import ``path`` into ``out``, through mlx-lm when ``plan`` casts or quantises; the method."""
+    """Import ``path`` into ``out``, through mlx-lm when ``plan`` casts or quantises; the method
+    (``gguf-qwen2``, or ``gguf-qwen2+mlx-lm``: named after the file's architecture)."""
+    from mlxctl.models.gguf import recipe
+    from mlxctl.models.gguf_header import read_header
+
+    method = recipe(read_header(path).architecture)
     if plan.bits is None and plan.dtype is None:
         import_gguf_file(path, out, progress)
-        return "gguf-llama"
+        return method
     with tempfile.TemporaryDirectory(prefix=".convert-", dir=work_root) as work:
         imported = import_gguf_file(path, Path(work) / "imported", progress)
         mlx_lm_convert(imported, out, plan, progress)
-    return "gguf-llama+mlx-lm"
+    return f"{method}+mlx-lm"
 
 
 def import_gguf_file(path: Path, out: Path, progress: Progress) -> Path:

@@ -1,4 +1,4 @@
-"""Import a llama, qwen2 or gemma3 GGUF file as an MLX / Hugging Face model folder.
+"""Import a GGUF file as an MLX / Hugging Face model folder (architectures: ``gguf_archs``).
 
 The folder holds config.json, model.safetensors, tokenizer.json, tokenizer_config.json,
 generation_config.json and manifest.json; ``mlx_lm.load(folder)`` loads it. Quantised tensors
@@ -15,9 +15,9 @@ import mlx.core as mx
 
 from mlxctl.errors import ModelFormatError
 from mlxctl.models.digest import file_sha256
-from mlxctl.models.gguf_config import generation_config, head_counts, llama_config
+from mlxctl.models.gguf_archs import ARCHITECTURES
+from mlxctl.models.gguf_config import generation_config, head_counts
 from mlxctl.models.gguf_decode import SUPPORTED_TYPES, load_tensors
-from mlxctl.models.gguf_gemma3 import gemma3_config, undo_norm_shift
 from mlxctl.models.gguf_header import read_header
 from mlxctl.models.gguf_reader import read_gguf
 from mlxctl.models.gguf_tokenizer import write_tokenizer
@@ -26,9 +26,13 @@ from mlxctl.models.manifest import write_manifest
 
 Progress = Callable[[str], None] | None
 
-SUPPORTED_ARCHITECTURES = ("llama", "qwen2", "gemma3")
+SUPPORTED_ARCHITECTURES = tuple(ARCHITECTURES)
 SUPPORTED_TENSOR_TYPES = SUPPORTED_TYPES
-RECIPE = "gguf-llama"
+
+
+def recipe(architecture: str) -> str:
+    """The manifest's recipe of an import: ``gguf-`` and the GGUF architecture (``gguf-qwen2``)."""
+    return f"gguf-{architecture}"
 
 
 def import_gguf(
@@ -46,18 +50,19 @@ def import_gguf(
     _say(progress, f"reading {gguf_path.name}")
     gguf = read_gguf(gguf_path)
     tensors, metadata = load_tensors(gguf), gguf.metadata
-    arch = metadata["general.architecture"]
-    weights = convert_weights(tensors, *head_counts(metadata), arch)
-    if arch == "gemma3":
-        weights = undo_norm_shift(weights)
+    arch = ARCHITECTURES[metadata["general.architecture"]]
+    rope = {name: tensors.pop(name) for name in arch.rope_tensors if name in tensors}
+    weights = arch.fix_weights(
+        convert_weights(tensors, *head_counts(metadata), metadata["general.architecture"])
+    )
     _say(progress, f"writing {len(weights)} tensors")
-    _write_folder(out_dir, weights, metadata)
+    _write_folder(out_dir, weights, arch.config(metadata, weights, rope), metadata)
     write_manifest(
         out_dir,
         name=name or gguf_path.stem,
         source=source or str(gguf_path.resolve()),
         source_sha256=source_sha256 or file_sha256(gguf_path),
-        recipe=RECIPE,
+        recipe=recipe(metadata["general.architecture"]),
     )
     return out_dir
 
@@ -85,9 +90,7 @@ def _tensor_type_error(gguf_path: Path, unsupported: dict[str, str]) -> ModelFor
     )
 
 
-def _write_folder(out_dir: Path, weights: dict, metadata: dict) -> None:
-    make_config = gemma3_config if metadata["general.architecture"] == "gemma3" else llama_config
-    config = make_config(metadata, weights)
+def _write_folder(out_dir: Path, weights: dict, config: dict, metadata: dict) -> None:
     if quantization := quantization_config(weights):
         config["quantization"] = quantization
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -1,8 +1,8 @@
 """The Hugging Face ``config.json`` and ``generation_config.json`` of a GGUF file.
 
 Hyperparameters are ``{arch}.*`` metadata keys (``llama.block_count``, ``qwen2.block_count``);
-llama and qwen2 share one layout (qwen2: QKV biases, no Q/K permutation, mlx-lm's qwen2 model),
-gemma3 has its own (:mod:`mlxctl.models.gguf_gemma3`).
+llama, qwen2 and qwen3 share one layout (qwen2: QKV biases; qwen3: Q/K norms; neither has the
+Q/K permutation), the others have their own modules (``gguf_gemma3``, ``gguf_phi3`` ...).
 """
 
 from __future__ import annotations
@@ -10,26 +10,43 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from mlxctl.errors import ModelFormatError
+from mlxctl.models.gguf_llama3_rope import llama3_rope_scaling
 from mlxctl.models.gguf_metadata import meta_float, meta_int
 
 _DEFAULT_ROPE_THETA = 10000.0
 _DEFAULT_RMS_EPS = 1e-5
 
 
-_HF_CLASSES = {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM"}
+# GGUF architecture -> (mlx-lm model_type, Hugging Face class)
+_HF_CLASSES = {
+    "llama": ("llama", "LlamaForCausalLM"),
+    "qwen2": ("qwen2", "Qwen2ForCausalLM"),
+    "qwen3": ("qwen3", "Qwen3ForCausalLM"),
+    "qwen3moe": ("qwen3_moe", "Qwen3MoeForCausalLM"),
+}
 # tokens that end a turn although the GGUF names one eos_token_id (llama.cpp finds them by text)
-_END_TOKENS = {"qwen2": ("<|endoftext|>", "<|im_end|>"), "gemma3": ("<end_of_turn>",)}
+_QWEN_END = ("<|endoftext|>", "<|im_end|>")
+_END_TOKENS = {
+    "qwen2": _QWEN_END,
+    "qwen3": _QWEN_END,
+    "qwen3moe": _QWEN_END,
+    "gemma2": ("<end_of_turn>",),
+    "gemma3": ("<end_of_turn>",),
+    "phi3": ("<|end|>", "<|endoftext|>"),
+}
 
 
-def llama_config(metadata: Mapping[str, object], weights: Mapping[str, object]) -> dict:
-    """config.json for mlx-lm's llama or qwen2 model, from GGUF metadata and converted weights."""
+def llama_config(
+    metadata: Mapping[str, object], weights: Mapping[str, object], rope: Mapping | None = None
+) -> dict:
+    """config.json for mlx-lm's llama, qwen2, qwen3 (or qwen3_moe) model; ``rope`` holds a
+    llama 3 ``rope_freqs.weight`` tensor where the file has one."""
     arch = architecture(metadata)
-    heads, kv_heads = head_counts(metadata)
-    hidden = arch_int(metadata, "embedding_length")
-    head_dim = meta_int(metadata, f"{arch}.attention.key_length") or hidden // heads
+    head_dim = head_size(metadata)
+    model_type, hf_class = _HF_CLASSES[arch]
     config = {
-        "architectures": [_HF_CLASSES[arch]],
-        "model_type": arch,
+        "architectures": [hf_class],
+        "model_type": model_type,
         **common_config(metadata),
         "head_dim": head_dim,
         "tie_word_embeddings": "lm_head.weight" not in weights,
@@ -38,9 +55,20 @@ def llama_config(metadata: Mapping[str, object], weights: Mapping[str, object]) 
         **_token_ids(metadata),
     }
     _check_rope(metadata, head_dim)
-    if scaling := _rope_scaling(metadata):
+    if rope and "rope_freqs.weight" in rope:
+        config["rope_scaling"] = llama3_rope_scaling(
+            rope["rope_freqs.weight"], config["rope_theta"], head_dim
+        )
+    elif scaling := _rope_scaling(metadata):
         config["rope_scaling"] = scaling
     return config
+
+
+def head_size(metadata: Mapping[str, object]) -> int:
+    """``{arch}.attention.key_length``, else hidden / heads (llama.cpp's default)."""
+    heads, _ = head_counts(metadata)
+    key_length = meta_int(metadata, f"{architecture(metadata)}.attention.key_length")
+    return key_length or arch_int(metadata, "embedding_length") // heads
 
 
 def common_config(metadata: Mapping[str, object]) -> dict:

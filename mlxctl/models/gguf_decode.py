@@ -8,7 +8,10 @@
 - Q6_K, Q3_K, Q2_K (16-value sub-blocks): decoded to float32, then re-quantised to 8 bits per
   group of 32 (min/max affine): each value is off by at most half a step, ``(max - min) / 510``
   of its group.
-- F32, F16, BF16: as they are. A quantised tensor that is not 2-D is dequantised to float32.
+- F32, F16, BF16: as they are. A quantised 3-D tensor (a MoE's stacked experts,
+  ``(experts, out, in)``) stays quantised along its last axis, as mlx-lm's
+  ``QuantizedSwitchLinear`` takes it; any other quantised tensor that is not 2-D is dequantised
+  to float32.
 """
 
 from __future__ import annotations
@@ -52,6 +55,8 @@ def load_tensor(
     packed, scales, biases = (np.concatenate(part) for part in zip(*chunks, strict=True))
     scales, biases = scales.astype(scale_dtype), biases.astype(scale_dtype)
     triplet = {"weight": mx.array(packed), "scales": mx.array(scales), "biases": mx.array(biases)}
+    if len(info.shape) == 3:
+        return {part: a.reshape(*info.shape[:-1], a.shape[-1]) for part, a in triplet.items()}
     if len(info.shape) != 2:
         bits_used = bits or REQUANT_BITS
         flat = mx.dequantize(*triplet.values(), group_size=GROUP, bits=bits_used)

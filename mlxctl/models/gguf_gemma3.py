@@ -22,7 +22,9 @@ _27B_LAYERS = 62  # Gemma 3 27B: query_pre_attn_scalar = hidden / heads, not the
 _DEFAULT_SLIDING_WINDOW = 512
 
 
-def gemma3_config(metadata: Mapping[str, object], weights: Mapping[str, object]) -> dict:
+def gemma3_config(
+    metadata: Mapping[str, object], weights: Mapping[str, object], rope: Mapping | None = None
+) -> dict:
     """config.json for mlx-lm's gemma3_text model."""
     heads, _ = head_counts(metadata)
     head_dim = meta_int(metadata, "gemma3.attention.key_length") or 256
@@ -32,7 +34,7 @@ def gemma3_config(metadata: Mapping[str, object], weights: Mapping[str, object])
         **common_config(metadata),
         "head_dim": head_dim,
         "rope_local_base_freq": ROPE_LOCAL_BASE_FREQ,
-        "query_pre_attn_scalar": _query_pre_attn_scalar(metadata, heads, head_dim),
+        "query_pre_attn_scalar": query_pre_attn_scalar(metadata, heads, head_dim, _27B_LAYERS),
         "sliding_window": meta_int(metadata, "gemma3.attention.sliding_window")
         or _DEFAULT_SLIDING_WINDOW,
         "sliding_window_pattern": SLIDING_WINDOW_PATTERN,
@@ -53,7 +55,10 @@ def undo_norm_shift(weights: dict[str, mx.array]) -> dict[str, mx.array]:
     }
 
 
-def _query_pre_attn_scalar(metadata: Mapping[str, object], heads: int, head_dim: int) -> int:
-    if arch_int(metadata, "block_count") == _27B_LAYERS:
+def query_pre_attn_scalar(
+    metadata: Mapping[str, object], heads: int, head_dim: int, layers_of_27b: int
+) -> int:
+    """The head size, or hidden / heads for the 27B model (llama.cpp knows it by its layers)."""
+    if arch_int(metadata, "block_count") == layers_of_27b:
         return arch_int(metadata, "embedding_length") // heads
     return head_dim

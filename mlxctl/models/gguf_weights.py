@@ -1,8 +1,10 @@
 """GGUF tensors -> Hugging Face weight names, with llama.cpp's Q/K permutation undone (llama).
 
-llama.cpp permutes the Q/K rows of the ``llama`` architecture only; qwen2 and gemma3 tensors are
-stored in Hugging Face order. Gemma 3 has four norms per block, named differently (``ffn_norm`` is
-its pre-feed-forward norm).
+llama.cpp permutes the Q/K rows of the ``llama`` architecture only; the others are stored in
+Hugging Face order. Gemma 2/3 have four norms per block, named differently (``ffn_norm`` is their
+pre-feed-forward norm); Qwen 3 adds per-head Q/K norms; Qwen 3 MoE has a router
+(``ffn_gate_inp``) and stacked ``(experts, out, in)`` expert tensors, mlx-lm's ``switch_mlp``;
+Phi-3 keeps fused ``attn_qkv`` and gate+up ``ffn_up`` tensors, as mlx-lm's phi3 does.
 
 ``mlx.core.load`` returns Q4_0/Q4_1/Q8_0 tensors as MLX affine-quantised triplets
 (``.weight``/``.scales``/``.biases``, group size 32); each triplet keeps its module's name.
@@ -39,7 +41,31 @@ _GEMMA3_BLOCK = {
     "attn_q_norm": "self_attn.q_norm",
     "attn_k_norm": "self_attn.k_norm",
 }
-BLOCK_NAMES = {"llama": _IN_BLOCK, "qwen2": _IN_BLOCK, "gemma3": _GEMMA3_BLOCK}
+_QK_NORMS = {"attn_q_norm": "self_attn.q_norm", "attn_k_norm": "self_attn.k_norm"}
+_GEMMA2_BLOCK = {k: v for k, v in _GEMMA3_BLOCK.items() if k not in _QK_NORMS}
+_QWEN3_BLOCK = {**_IN_BLOCK, **_QK_NORMS}
+_DENSE_FFN = ("ffn_gate", "ffn_up", "ffn_down")
+_QWEN3MOE_BLOCK = {
+    **{k: v for k, v in _QWEN3_BLOCK.items() if not k.startswith(_DENSE_FFN)},
+    "ffn_gate_inp": "mlp.gate",
+    "ffn_gate_exps": "mlp.switch_mlp.gate_proj",
+    "ffn_up_exps": "mlp.switch_mlp.up_proj",
+    "ffn_down_exps": "mlp.switch_mlp.down_proj",
+}
+_PHI3_BLOCK = {
+    **{k: v for k, v in _IN_BLOCK.items() if k not in ("attn_q", "attn_k", "attn_v", "ffn_gate")},
+    "attn_qkv": "self_attn.qkv_proj",
+    "ffn_up": "mlp.gate_up_proj",
+}
+BLOCK_NAMES = {
+    "llama": _IN_BLOCK,
+    "qwen2": _IN_BLOCK,
+    "qwen3": _QWEN3_BLOCK,
+    "qwen3moe": _QWEN3MOE_BLOCK,
+    "gemma2": _GEMMA2_BLOCK,
+    "gemma3": _GEMMA3_BLOCK,
+    "phi3": _PHI3_BLOCK,
+}
 PERMUTED = ("llama",)  # architectures whose Q/K rows llama.cpp interleaves
 _SUFFIXES = ("weight", "scales", "biases", "bias")
 
@@ -111,5 +137,5 @@ def _hf_module(module: str, full_name: str, arch: str) -> str:
 def _unknown(name: str, arch: str) -> ModelFormatError:
     return ModelFormatError(
         f"GGUF tensor {name!r} has no place in a {arch} model",
-        hint=f"mlxctl imports plain {arch} GGUF files (no rope_freqs, no extra tensors)",
+        hint=f"mlxctl imports the tensors llama.cpp's converter writes for {arch}, no others",
     )

@@ -107,7 +107,7 @@ def _gguf_facts(path: Path) -> _Facts:
         model_type=arch,
         parameters=sum(prod(shape) for _, shape in info.tensors.values()),
         weights_bytes=info.data_bytes,
-        dtype="float16",  # llama.cpp's KV cache and what MLX makes of GGUF scales
+        dtype=gguf_run_dtype(info.tensors),
         quantization=_gguf_quantization(info.tensors, meta.get("general.file_type")),
         tensor_types=types,
         context_length=key("context_length"),
@@ -115,6 +115,22 @@ def _gguf_facts(path: Path) -> _Facts:
         chat_template=template if isinstance(template, str) else None,
         decoder=True,
     )
+
+
+def gguf_run_dtype(tensors: Mapping[str, tuple[str, tuple[int, ...]]]) -> str:
+    """The dtype an imported GGUF computes (and caches keys/values) in, as MLX promotes: K-quant
+    scales and F32 tensors (llama.cpp keeps norms F32) import as float32, the 32-value block
+    types' scales as float16, F16/BF16 as they are; float16 with bfloat16 is float32 too."""
+    dtypes = {_imported_dtype(ggml_type) for ggml_type, _ in tensors.values()}
+    if "float32" in dtypes or {"float16", "bfloat16"} <= dtypes or not dtypes:
+        return "float32"
+    return dtypes.pop()
+
+
+def _imported_dtype(ggml_type: str) -> str:
+    if ggml_type == "F32" or ggml_type.endswith("_K"):
+        return "float32"
+    return "bfloat16" if ggml_type == "BF16" else "float16"
 
 
 def _arch_value(meta: Mapping[str, Any], arch: Any, suffix: str) -> Any:

@@ -12,7 +12,7 @@ Written by the importers and by ``mlxctl model acquire``. Every key but ``name``
   are linked from (the store keeps no second copy)
 - ``wheels``: the pinned wheels (requirement, sha256) a catalog model was unpacked from
 - ``files``: sha256 of every file, by path relative to the folder
-- ``recipe``: how the files were converted (``gguf-llama``), or null when they are as shipped
+- ``recipe``: how the files were converted (``gguf-llama``, ``gguf-qwen2``: the GGUF's architecture), or null when they are as shipped
 """
 
 from __future__ import annotations

@@ -13,12 +13,14 @@ import json
 import mlx.core as mx
 import numpy as np
 import pytest
-from mlx.utils import tree_flatten, tree_unflatten
+from mlx.utils import tree_flatten
 
 from mlxctl.models.gguf import import_gguf
+from tests.models.gguf_arch_writer import common_metadata, gguf_name, random_model, u32
+from tests.models.gguf_arch_writer import load_folder as _load
+from tests.models.gguf_arch_writer import logits as _logits
 from tests.models.helpers import tiny_vocab, tokenizer_metadata
 
-TOKENS = mx.array([[1, 40, 70, 90, 2, 120, 200, 5, 77, 31]])
 VOCAB = len(tiny_vocab())
 
 QWEN2 = {"model_type": "qwen2", "hidden_size": 64, "num_hidden_layers": 2, "intermediate_size": 96,
@@ -38,54 +40,14 @@ _QWEN2_BLOCK = {**_BLOCK, "post_attention_layernorm": "ffn_norm"}
 _GEMMA3_BLOCK = {**_BLOCK, "post_attention_layernorm": "post_attention_norm",
                  "pre_feedforward_layernorm": "ffn_norm", "post_feedforward_layernorm": "post_ffw_norm",
                  "self_attn.q_norm": "attn_q_norm", "self_attn.k_norm": "attn_k_norm"}  # fmt: skip
-_TOP = {"model.embed_tokens": "token_embd", "model.norm": "output_norm", "lm_head": "output"}
-
-
-def _model(module, config: dict, seed: int = 0):
-    mx.random.seed(seed)
-    model = module.Model(module.ModelArgs.from_dict(config))
-    params = tree_flatten(model.parameters())
-    model.update(tree_unflatten([(k, mx.random.normal(v.shape) * 0.2) for k, v in params]))
-    mx.eval(model.parameters())
-    return model
-
-
-def _gguf_name(name: str, block: dict) -> str:
-    module, suffix = name.rsplit(".", 1)
-    if module.startswith("model.layers."):
-        _, _, index, rest = module.split(".", 3)
-        return f"blk.{index}.{block[rest]}.{suffix}"
-    return f"{_TOP[module]}.{suffix}"
 
 
 def _write(path, model, block: dict, metadata: dict, norm_shift: float = 0.0) -> None:
     tensors = {}
     for name, value in tree_flatten(model.parameters()):
         shift = norm_shift if name.endswith("norm.weight") else 0.0
-        tensors[_gguf_name(name, block)] = value.astype(mx.float32) + shift
+        tensors[gguf_name(name, block)] = value.astype(mx.float32) + shift
     mx.save_gguf(str(path), tensors, {**metadata, **tokenizer_metadata("qwen2")})
-
-
-def _u32(v: int) -> mx.array:
-    return mx.array(v, dtype=mx.uint32)
-
-
-def _f32(v: float) -> mx.array:
-    return mx.array(v, dtype=mx.float32)
-
-
-def _common_metadata(arch: str, c: dict) -> dict:
-    return {
-        "general.architecture": arch,
-        f"{arch}.embedding_length": _u32(c["hidden_size"]),
-        f"{arch}.feed_forward_length": _u32(c["intermediate_size"]),
-        f"{arch}.block_count": _u32(c["num_hidden_layers"]),
-        f"{arch}.attention.head_count": _u32(c["num_attention_heads"]),
-        f"{arch}.attention.head_count_kv": _u32(c["num_key_value_heads"]),
-        f"{arch}.context_length": _u32(c["max_position_embeddings"]),
-        f"{arch}.rope.freq_base": _f32(c["rope_theta"]),
-        f"{arch}.attention.layer_norm_rms_epsilon": _f32(c["rms_norm_eps"]),
-    }
 
 
 @pytest.fixture(scope="module")
@@ -93,8 +55,8 @@ def qwen2(tmp_path_factory):
     from mlx_lm.models import qwen2
 
     root = tmp_path_factory.mktemp("qwen2")
-    source = _model(qwen2, QWEN2)
-    _write(root / "qwen2.gguf", source, _QWEN2_BLOCK, _common_metadata("qwen2", QWEN2))
+    source = random_model(qwen2, QWEN2)
+    _write(root / "qwen2.gguf", source, _QWEN2_BLOCK, common_metadata("qwen2", QWEN2))
     return source, import_gguf(root / "qwen2.gguf", root / "out")
 
 
@@ -103,25 +65,15 @@ def gemma3(tmp_path_factory):
     from mlx_lm.models import gemma3_text
 
     root = tmp_path_factory.mktemp("gemma3")
-    source = _model(gemma3_text, GEMMA3)
+    source = random_model(gemma3_text, GEMMA3)
     metadata = {
-        **_common_metadata("gemma3", GEMMA3),
-        "gemma3.attention.key_length": _u32(GEMMA3["head_dim"]),
-        "gemma3.attention.value_length": _u32(GEMMA3["head_dim"]),
-        "gemma3.attention.sliding_window": _u32(GEMMA3["sliding_window"]),
+        **common_metadata("gemma3", GEMMA3),
+        "gemma3.attention.key_length": u32(GEMMA3["head_dim"]),
+        "gemma3.attention.value_length": u32(GEMMA3["head_dim"]),
+        "gemma3.attention.sliding_window": u32(GEMMA3["sliding_window"]),
     }
     _write(root / "gemma3.gguf", source, _GEMMA3_BLOCK, metadata, norm_shift=1.0)
     return source, import_gguf(root / "gemma3.gguf", root / "out")
-
-
-def _logits(model) -> np.ndarray:
-    return np.array(model(TOKENS).astype(mx.float32))
-
-
-def _load(folder):
-    from mlx_lm import load
-
-    return load(str(folder))
 
 
 def test_qwen2_imports_with_biases_and_its_own_output(qwen2):
@@ -131,6 +83,20 @@ def test_qwen2_imports_with_biases_and_its_own_output(qwen2):
     model, _ = _load(folder)
     assert "bias" in model.model.layers[0].self_attn.q_proj
     np.testing.assert_allclose(_logits(model), _logits(source), atol=1e-4)
+
+
+def test_the_recipe_names_the_architecture(qwen2, tmp_path):
+    """The manifest and a conversion say which importer ran: gguf-qwen2, not gguf-llama."""
+    from mlxctl.models.convert import convert_model
+    from mlxctl.models.store import ModelStore
+
+    _, folder = qwen2
+    assert json.loads((folder / "manifest.json").read_text())["recipe"] == "gguf-qwen2"
+    source = folder.parent / "qwen2.gguf"
+    store = ModelStore(tmp_path / "store")
+    assert convert_model(str(source), store=store).manifest["recipe"]["method"] == "gguf-qwen2"
+    done = convert_model(str(source), dtype="float16", store=store)
+    assert done.manifest["recipe"]["method"] == "gguf-qwen2+mlx-lm"
 
 
 def test_qwen2_ends_on_endoftext_as_well(qwen2):
@@ -150,7 +116,7 @@ def test_gemma3_gets_the_values_llama_cpp_hard_codes(gemma3):
     assert config["query_pre_attn_scalar"] == 32  # the head size
 
 
-def test_gemma3_imports_to_the_source_model(gemma3):
+def test_gemma3_imports_to_the_sourcerandom_model(gemma3):
     """Norms back from 1 + w, every 6th layer global, the window and scalar right: same logits."""
     source, folder = gemma3
     model, _ = _load(folder)

