@@ -1,0 +1,128 @@
+"""Idefics3 / SmolVLM: SmolLM2's real text tower with a random SigLIP tower and pixel-shuffle
+connector. Its tiles and prompt block are checked against Hugging Face's own processor, its
+greedy answer against mlx-vlm's generate on the same folder; then batching and the daemon."""
+
+from __future__ import annotations
+
+import numpy as np
+import openai
+import pytest
+
+from mlxctl.api.prompt import render_chat
+from mlxctl.engine.sampling import SamplingParams
+from mlxctl.vision.images import decode_image
+from tests.vision.build_idefics3 import SEQ_LEN, build_idefics3
+from tests.vision.conftest import data_url, engine_on, png_bytes
+
+GREEDY = SamplingParams(temperature=0.0, max_tokens=8)
+
+
+@pytest.fixture(scope="module")
+def idefics3_dir(smollm2, tmp_path_factory):
+    return build_idefics3(smollm2.path, tmp_path_factory.mktemp("models") / "idefics3-test")
+
+
+@pytest.fixture(scope="module")
+def idefics3_loaded(idefics3_dir):
+    from mlxctl.models.loader import load_model
+
+    return load_model(idefics3_dir)
+
+
+@pytest.fixture(scope="module")
+def idefics3_engine(idefics3_loaded):
+    yield from engine_on(idefics3_loaded)
+
+
+def image(seed, size=(80, 60)):
+    return decode_image(png_bytes(seed, size=size), f"image-{seed}")
+
+
+def prompt(engine, text="Describe this image.", images=1):
+    content = engine.model.vision.image_token * images + "\n" + text
+    return render_chat(engine.model.tokenizer, [{"role": "user", "content": content}])
+
+
+def hf_processor(folder):
+    from transformers.models.smolvlm.image_processing_pil_smolvlm import SmolVLMImageProcessorPil
+
+    return SmolVLMImageProcessorPil.from_pretrained(str(folder))
+
+
+def test_the_family_is_detected_from_model_type(idefics3_loaded, smollm2, tmp_path):
+    from mlxctl.models.loader import load_model
+
+    assert idefics3_loaded.vision.model_type == "idefics3" and idefics3_loaded.vision.image_token == "<image>"
+    smolvlm = load_model(build_idefics3(smollm2.path, tmp_path / "smolvlm-test", model_type="smolvlm"))
+    assert smolvlm.vision is not None and smolvlm.vision.model_type == "smolvlm"
+    assert smolvlm.vision.tokens_per_image == SEQ_LEN
+
+
+@pytest.mark.parametrize("size", [(80, 60), (60, 80), (20, 30), (200, 40), (33, 33)])
+def test_tiles_and_block_are_the_processors(idefics3_dir, idefics3_loaded, size):
+    """Pixels and the prompt block for one image, as Hugging Face's SmolVLM processor makes
+    them (its PIL image processor; its prompt-string function)."""
+    from transformers.models.smolvlm.processing_smolvlm import get_image_prompt_string
+
+    vision, img = idefics3_loaded.vision, image(3, size)
+    theirs = hf_processor(idefics3_dir)(img.image, return_row_col_info=True)
+    pixels = theirs["pixel_values"][0].transpose(0, 2, 3, 1)  # (tiles, H, W, C)
+    np.testing.assert_allclose(vision.layout.tiling.tiles(img.image), pixels, atol=1e-6)
+    rows, cols = theirs["rows"][0][0], theirs["cols"][0][0]
+    assert vision.layout.tiling.grid(img.size) == (rows, cols)
+    text = get_image_prompt_string(rows, cols, SEQ_LEN, "<fake_token_around_image>", "<image>", "<global-img>")
+    tok = idefics3_loaded.tokenizer
+    before, after = tok.encode("Look:", add_special_tokens=False), tok.encode("what?", add_special_tokens=False)
+    tokens, spans = vision.expand(before + [vision.image_token_id] + after, [img])
+    assert tokens == before + tok.encode(text, add_special_tokens=False) + after
+    assert spans == ((len(before), len(tokens) - len(before) - len(after)),)
+
+
+def test_greedy_answer_equals_mlx_vlm_generate(idefics3_dir, idefics3_engine):
+    """One image request through the engine gives the tokens mlx-vlm's own generate_step gives
+    on the same folder, image and prompt (pixels from Hugging Face's processor)."""
+    import mlx.core as mx
+    from mlx_vlm.generate import generate_step
+    from mlx_vlm.utils import load_model
+
+    img = image(4)
+    ids = prompt(idefics3_engine)
+    ours = idefics3_engine.submit(ids, GREEDY, images=[img]).collect()
+    expanded, _ = idefics3_engine.model.vision.expand(ids, [img])
+    reference = load_model(idefics3_dir)
+    processed = hf_processor(idefics3_dir)(img.image)
+    steps = generate_step(mx.array([expanded]), reference, mx.array(processed["pixel_values"]), None,
+                          max_tokens=GREEDY.max_tokens, temperature=0.0,
+                          pixel_attention_mask=mx.array(processed["pixel_attention_mask"]))
+    theirs = [int(token) for token, _ in steps]
+    assert ours.usage.prompt_tokens == len(expanded)
+    assert list(ours.token_ids) == theirs[: len(ours.token_ids)] and len(ours.token_ids) == GREEDY.max_tokens
+
+
+def test_an_image_request_batched_with_text_requests(idefics3_engine):
+    text_ids = prompt(idefics3_engine, "What is the capital of France?", images=0)
+    img_ids = prompt(idefics3_engine, "What colour dominates?")
+    img = image(5, (90, 50))
+    text_alone = idefics3_engine.submit(text_ids, GREEDY).collect()
+    img_alone = idefics3_engine.submit(img_ids, GREEDY, images=[img], cache_salt="alone").collect()
+    streams = [idefics3_engine.submit(text_ids, GREEDY, cache_salt="together"),
+               idefics3_engine.submit(img_ids, GREEDY, images=[img], cache_salt="together"),
+               idefics3_engine.submit(text_ids, GREEDY, cache_salt="together-2")]
+    text_a, img_both, text_b = (s.collect() for s in streams)
+    assert img_both.token_ids == img_alone.token_ids
+    assert text_a.token_ids == text_b.token_ids == text_alone.token_ids and "Paris" in text_alone.text
+
+
+def test_chat_with_an_image_url_through_the_daemon(serve, idefics3_engine):
+    client = openai.OpenAI(base_url=serve(engine=idefics3_engine, name="idefics3-test") + "/v1", api_key="x",
+                           max_retries=0)
+    png = png_bytes(seed=6)
+    content = [{"type": "image_url", "image_url": {"url": data_url(png)}},
+               {"type": "text", "text": "What is in the picture?"}]
+    done = client.chat.completions.create(model="idefics3-test", messages=[{"role": "user", "content": content}],
+                                          max_tokens=6, temperature=0)
+    text_only = client.chat.completions.create(model="idefics3-test", max_tokens=1, messages=[
+        {"role": "user", "content": "<image>\nWhat is in the picture?"}])  # the same prompt, no image
+    block = idefics3_engine.model.vision.layout.block(decode_image(png, "x").image)
+    assert done.choices[0].finish_reason in ("length", "stop") and done.choices[0].message.content
+    assert done.usage.prompt_tokens == text_only.usage.prompt_tokens - 1 + len(block)
