@@ -33,7 +33,7 @@ from mlxctl.vision.video_cache import VideoCache
 
 log = logging.getLogger("mlxctl.vision")
 
-SUPPORTED_TYPES = ("llava", "gemma3", "idefics3", "smolvlm")  # families.LOADERS
+SUPPORTED_TYPES = ("llava", "gemma3", "idefics3", "smolvlm", "mistral3", "pixtral")  # families.LOADERS
 DEFAULT_CACHE_BYTES = 512 * 1024 * 1024
 
 

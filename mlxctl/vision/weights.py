@@ -5,13 +5,15 @@ and Gemma 3 use ``vision_tower.`` / ``multi_modal_projector.``; Idefics3 ``visio
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 
-def load_prefixed(path: Path, config: dict, modules: dict[str, Any], dtype: Any) -> None:
+def load_prefixed(path: Path, config: dict, modules: dict[str, Any], dtype: Any,
+                  rename: Callable[[str], str] | None = None) -> None:
     """Each module's weights (the folder's keys under its prefix, ``model.`` dropped as
     transformers 5 nests them; quantised where the checkpoint is), converted to ``dtype`` when
-    given, evaluated. The tower (the first module) sanitises its own weights."""
+    given, evaluated. The tower (the first module) sanitises its own weights, after ``rename``
+    of their keys where given."""
     import mlx.core as mx
 
     from mlxctl.vision.families import _quantize_like
@@ -21,6 +23,8 @@ def load_prefixed(path: Path, config: dict, modules: dict[str, Any], dtype: Any)
         w = {k.removeprefix(prefix): v for k, v in weights.items() if k.startswith(prefix)}
         if not w:
             raise KeyError(f"the folder has no {prefix}* weights")
+        if n == 0 and rename is not None:
+            w = {rename(k): v for k, v in w.items()}
         if n == 0 and hasattr(module, "sanitize"):
             w = module.sanitize(w)
         _quantize_like(module, w, config.get("quantization"))

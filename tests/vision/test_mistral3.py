@@ -1,0 +1,130 @@
+"""Pixtral / Mistral 3: SmolLM2's real text tower (a llama, as Mistral 3's) with a random Pixtral
+encoder and Mistral 3 projector. Its pixels, prompt block and greedy answer are checked against
+Hugging Face's Pixtral image processor, mlx-vlm's Mistral 3 processor and mlx-vlm's generate on
+the same folder; then batching and the daemon."""
+
+from __future__ import annotations
+
+import numpy as np
+import openai
+import pytest
+
+from mlxctl.api.prompt import render_chat
+from mlxctl.engine.sampling import SamplingParams
+from mlxctl.vision.images import decode_image
+from tests.vision.build_mistral3 import PATCH_SIZE, build_mistral3
+from tests.vision.conftest import data_url, engine_on, png_bytes
+
+GREEDY = SamplingParams(temperature=0.0, max_tokens=8)
+
+
+@pytest.fixture(scope="module")
+def mistral3_dir(smollm2, tmp_path_factory):
+    return build_mistral3(smollm2.path, tmp_path_factory.mktemp("models") / "mistral3-test")
+
+
+@pytest.fixture(scope="module")
+def mistral3_loaded(mistral3_dir):
+    from mlxctl.models.loader import load_model
+
+    return load_model(mistral3_dir)
+
+
+@pytest.fixture(scope="module")
+def mistral3_engine(mistral3_loaded):
+    yield from engine_on(mistral3_loaded)
+
+
+def image(seed, size=(80, 60)):
+    return decode_image(png_bytes(seed, size=size), f"image-{seed}")
+
+
+def prompt(engine, text="Describe this image.", images=1):
+    content = engine.model.vision.image_token * images + "\n" + text
+    return render_chat(engine.model.tokenizer, [{"role": "user", "content": content}])
+
+
+def reference_inputs(folder, img, text, merge=2):
+    """input_ids, pixel_values and image_sizes as mlx-vlm's Mistral 3 processor makes them, with
+    Hugging Face's Pixtral image processor (its PIL backend)."""
+    from mlx_vlm.models.mistral3.processing_mistral3 import Mistral3Processor
+    from transformers import PreTrainedTokenizerFast
+    from transformers.models.pixtral.image_processing_pil_pixtral import PixtralImageProcessorPil
+
+    processor = Mistral3Processor(image_processor=PixtralImageProcessorPil.from_pretrained(str(folder)),
+                                  tokenizer=PreTrainedTokenizerFast.from_pretrained(str(folder)),
+                                  patch_size=PATCH_SIZE, spatial_merge_size=merge)
+    return processor(images=[img.image], text=text, add_special_tokens=False)
+
+
+def test_the_family_is_detected_from_model_type(mistral3_loaded, smollm2, tmp_path):
+    from mlxctl.models.loader import load_model
+
+    assert mistral3_loaded.vision.model_type == "mistral3" and mistral3_loaded.vision.image_token == "[IMG]"
+    pixtral = load_model(build_mistral3(smollm2.path, tmp_path / "pixtral-test", model_type="pixtral"))
+    assert pixtral.vision is not None and pixtral.vision.model_type == "pixtral"
+    img = image(2)  # 80x60 fits 64x48: 8x6 patches of 8 pixels, unmerged
+    tokens, spans = pixtral.vision.expand([pixtral.vision.image_token_id], [img])
+    assert spans == ((0, 6 * 9),) and pixtral.vision.encode([img])[0].shape[0] == 6 * 9
+
+
+@pytest.mark.parametrize("size", [(80, 60), (60, 80), (20, 30), (200, 40), (33, 33), (16, 16)])
+def test_pixels_and_block_are_the_processors(mistral3_dir, mistral3_loaded, size):
+    vision, img = mistral3_loaded.vision, image(3, size)
+    tok = mistral3_loaded.tokenizer
+    theirs = reference_inputs(mistral3_dir, img, "Look:[IMG]what?")
+    pixels = np.array(theirs["pixel_values"][0]).transpose(1, 2, 0)
+    np.testing.assert_allclose(vision.layout.resizing(img.image), pixels, atol=1e-5)
+    ids = tok.encode("Look:", add_special_tokens=False) + [vision.image_token_id] + \
+        tok.encode("what?", add_special_tokens=False)
+    tokens, _ = vision.expand(ids, [img])
+    assert tokens == np.array(theirs["input_ids"][0]).tolist()
+
+
+def test_greedy_answer_equals_mlx_vlm_generate(mistral3_dir, mistral3_engine):
+    import mlx.core as mx
+    from mlx_vlm.generate import generate_step
+    from mlx_vlm.utils import load_model
+
+    img = image(4)
+    ids = prompt(mistral3_engine)
+    ours = mistral3_engine.submit(ids, GREEDY, images=[img]).collect()
+    expanded, _ = mistral3_engine.model.vision.expand(ids, [img])
+    text = mistral3_engine.model.tokenizer.decode(ids, skip_special_tokens=False)
+    reference = reference_inputs(mistral3_dir, img, text)
+    assert np.array(reference["input_ids"][0]).tolist() == expanded
+    steps = generate_step(mx.array([expanded]), load_model(mistral3_dir), mx.array(reference["pixel_values"]),
+                          None, max_tokens=GREEDY.max_tokens, temperature=0.0,
+                          image_sizes=np.array(reference["image_sizes"]).tolist())
+    theirs = [int(token) for token, _ in steps]
+    assert ours.usage.prompt_tokens == len(expanded)
+    assert list(ours.token_ids) == theirs[: len(ours.token_ids)] and len(ours.token_ids) == GREEDY.max_tokens
+
+
+def test_an_image_request_batched_with_text_requests(mistral3_engine):
+    text_ids = prompt(mistral3_engine, "What is the capital of France?", images=0)
+    img_ids = prompt(mistral3_engine, "What colour dominates?")
+    img = image(5, (90, 50))
+    text_alone = mistral3_engine.submit(text_ids, GREEDY).collect()
+    img_alone = mistral3_engine.submit(img_ids, GREEDY, images=[img], cache_salt="alone").collect()
+    streams = [mistral3_engine.submit(text_ids, GREEDY, cache_salt="together"),
+               mistral3_engine.submit(img_ids, GREEDY, images=[img], cache_salt="together"),
+               mistral3_engine.submit(text_ids, GREEDY, cache_salt="together-2")]
+    text_a, img_both, text_b = (s.collect() for s in streams)
+    assert img_both.token_ids == img_alone.token_ids
+    assert text_a.token_ids == text_b.token_ids == text_alone.token_ids and "Paris" in text_alone.text
+
+
+def test_chat_with_an_image_url_through_the_daemon(serve, mistral3_engine):
+    client = openai.OpenAI(base_url=serve(engine=mistral3_engine, name="mistral3-test") + "/v1", api_key="x",
+                           max_retries=0)
+    png = png_bytes(seed=6)
+    content = [{"type": "image_url", "image_url": {"url": data_url(png)}},
+               {"type": "text", "text": "What is in the picture?"}]
+    done = client.chat.completions.create(model="mistral3-test", messages=[{"role": "user", "content": content}],
+                                          max_tokens=6, temperature=0)
+    text_only = client.chat.completions.create(model="mistral3-test", max_tokens=1, messages=[
+        {"role": "user", "content": "[IMG]\nWhat is in the picture?"}])  # the same prompt, no image
+    block = mistral3_engine.model.vision.layout.block(decode_image(png, "x").image)
+    assert done.choices[0].finish_reason in ("length", "stop") and done.choices[0].message.content
+    assert done.usage.prompt_tokens == text_only.usage.prompt_tokens - 1 + len(block)
