@@ -109,6 +109,14 @@ class VisionAdapter:
         out += tokens[prev:]
         return out, tuple(spans)
 
+    def added_positions(self, images: Sequence[Any]) -> int:
+        """How many positions the placeholders of ``images`` (ImageInputs) add to a prompt once
+        expanded: what a token count made before ``expand`` adds."""
+        if self.layout is not None:
+            return sum(len(self.layout.block(img.image)) - 1 for img in images)
+        before, after = self.wrap
+        return len(images) * (len(before) + self.tokens_per_image + len(after) - 1)
+
     def stats(self) -> dict:
         return {"model_type": self.model_type, "tokens_per_image": self.tokens_per_image,
                 "images_encoded": self.images_encoded, "feature_cache": self.cache.stats(),

@@ -4,6 +4,8 @@ greedy answer against mlx-vlm's generate on the same folder; then batching and t
 
 from __future__ import annotations
 
+import base64
+
 import numpy as np
 import openai
 import pytest
@@ -126,3 +128,34 @@ def test_chat_with_an_image_url_through_the_daemon(serve, idefics3_engine):
     block = idefics3_engine.model.vision.layout.block(decode_image(png, "x").image)
     assert done.choices[0].finish_reason in ("length", "stop") and done.choices[0].message.content
     assert done.usage.prompt_tokens == text_only.usage.prompt_tokens - 1 + len(block)
+
+
+def test_anthropic_counts_and_streams_the_tiled_positions(serve, idefics3_engine):
+    """count_tokens and the stream's first usage count each image's whole block (its tiles),
+    which depends on the image's size."""
+    import anthropic
+
+    client = anthropic.Anthropic(base_url=serve(engine=idefics3_engine, name="idefics3-test"), api_key="x",
+                                 max_retries=0)
+    png = png_bytes(seed=7, size=(200, 40))  # 4x1 tiles + the global image
+    source = {"type": "base64", "media_type": "image/png", "data": base64.b64encode(png).decode()}
+    messages = [{"role": "user", "content": [{"type": "image", "source": source},
+                                             {"type": "text", "text": "What is this?"}]}]
+    msg = client.messages.create(model="idefics3-test", messages=messages, max_tokens=2, extra_body={"temperature": 0})
+    counted = client.messages.count_tokens(model="idefics3-test", messages=messages)
+    assert counted.input_tokens == msg.usage.input_tokens + msg.usage.cache_read_input_tokens
+    with client.messages.stream(model="idefics3-test", messages=messages, max_tokens=2) as stream:
+        start = next(e for e in stream if e.type == "message_start")
+        assert start.message.usage.input_tokens + start.message.usage.cache_read_input_tokens == counted.input_tokens
+
+
+def test_ollama_num_ctx_leaves_room_after_the_tiled_positions(serve, idefics3_engine):
+    """num_ctx caps the output at what the image's whole block leaves (Ollama's /api/chat)."""
+    import ollama
+
+    client = ollama.Client(host=serve(engine=idefics3_engine, name="idefics3-test"))
+    messages = [{"role": "user", "content": "What is this?", "images": [png_bytes(seed=9, size=(200, 40))]}]
+    whole = client.chat(model="idefics3-test", messages=messages, options={"temperature": 0, "num_predict": 4})
+    capped = client.chat(model="idefics3-test", messages=messages,
+                         options={"temperature": 0, "num_ctx": whole.prompt_eval_count + 2})
+    assert capped.eval_count == 2 and capped.done_reason == "length"
