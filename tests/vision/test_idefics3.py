@@ -159,3 +159,20 @@ def test_ollama_num_ctx_leaves_room_after_the_tiled_positions(serve, idefics3_en
     capped = client.chat(model="idefics3-test", messages=messages,
                          options={"temperature": 0, "num_ctx": whole.prompt_eval_count + 2})
     assert capped.eval_count == 2 and capped.done_reason == "length"
+
+
+@pytest.mark.parametrize("file, change, named", [
+    ("processor_config.json", {"image_seq_len": 64}, "image_seq_len 64 is not the 4 positions"),
+    ("preprocessor_config.json", {"max_image_size": {"longest_edge": 64}}, "max_image_size.longest_edge 64"),
+])
+def test_a_folder_that_disagrees_with_itself_is_refused(idefics3_dir, tmp_path, file, change, named):
+    import json
+    import shutil
+
+    from mlxctl.errors import ModelFormatError
+    from mlxctl.models.loader import load_model
+
+    folder = shutil.copytree(idefics3_dir, tmp_path / "bad")
+    (folder / file).write_text(json.dumps({**json.loads((folder / file).read_text()), **change}))
+    with pytest.raises(ModelFormatError, match=f"cannot load the vision tower of bad: ValueError: .*{named}"):
+        load_model(folder)

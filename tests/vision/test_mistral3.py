@@ -128,3 +128,21 @@ def test_chat_with_an_image_url_through_the_daemon(serve, mistral3_engine):
     block = mistral3_engine.model.vision.layout.block(decode_image(png, "x").image)
     assert done.choices[0].finish_reason in ("length", "stop") and done.choices[0].message.content
     assert done.usage.prompt_tokens == text_only.usage.prompt_tokens - 1 + len(block)
+
+
+@pytest.mark.parametrize("file, change, named", [
+    ("processor_config.json", {"spatial_merge_size": 1}, "spatial_merge_size 1 is not the model's 2"),
+    ("preprocessor_config.json", {"size": {"longest_edge": 128}}, "size.longest_edge 128"),
+    ("processor_config.json", {"image_break_token": "[ROW]"}, r"no \[ROW\] token"),
+])
+def test_a_folder_that_disagrees_with_itself_is_refused(mistral3_dir, tmp_path, file, change, named):
+    import json
+    import shutil
+
+    from mlxctl.errors import ModelFormatError
+    from mlxctl.models.loader import load_model
+
+    folder = shutil.copytree(mistral3_dir, tmp_path / "bad")
+    (folder / file).write_text(json.dumps({**json.loads((folder / file).read_text()), **change}))
+    with pytest.raises(ModelFormatError, match=f"cannot load the vision tower of bad: ValueError: .*{named}"):
+        load_model(folder)
