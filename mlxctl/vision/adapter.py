@@ -55,8 +55,8 @@ class VisionAdapter:
     Pixtral): ``block(image)`` -> the token ids of one image's block, its feature positions
     holding ``feature_token_id``, and ``features(image)`` -> their (positions, hidden) features in
     order; the block's other tokens (row breaks, tile markers) are embedded as text. There
-    ``tokens_per_image`` is only the count for an image the size of the tower's input (what the
-    token counting of the API layer assumes)."""
+    ``tokens_per_image`` is only the count for one tile / an image the size of the tower's input
+    (``stats``); ``added_positions`` counts the real blocks."""
 
     def __init__(self, towers: Any, processing: ImageProcessing, embed_tokens: Any, *,
                  image_token: str, image_token_id: int, tokens_per_image: int, feature_token_id: int | None = None,
@@ -77,11 +77,14 @@ class VisionAdapter:
 
     # -- caller side (any thread) ---------------------------------------------------------------
 
-    def expand(self, tokens: Sequence[int], images: Sequence[Any] | int) -> tuple[list[int], tuple[tuple[int, int], ...]]:
+    def expand(self, tokens: Sequence[int],
+               images: Sequence[Any] | int) -> tuple[list[int], tuple[tuple[int, int], ...]]:
         """The prompt with each placeholder token replaced by ``tokens_per_image`` feature
         positions (inside ``wrap``), or by its image's ``layout`` block, and the (start, length)
         span of every image's positions. The placeholders must match the images (the request's
         ImageInputs; a count will do for a family without a layout) one to one."""
+        if isinstance(images, int) and self.layout is not None:
+            raise TypeError(f"{self.model_type} image blocks depend on the images: pass them, not a count")
         num_images = images if isinstance(images, int) else len(images)
         marks = [i for i, t in enumerate(tokens) if t == self.image_token_id]
         if len(marks) != num_images:

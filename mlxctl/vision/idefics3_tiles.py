@@ -26,6 +26,8 @@ from typing import Any
 
 import numpy as np
 
+from mlxctl.vision.preprocess import normalised
+
 MAX_IMAGE_SIZE = 4096  # the processor's absolute cap on either side
 FAKE, GLOBAL = "<fake_token_around_image>", "<global-img>"
 
@@ -87,12 +89,7 @@ class Tiling:
         return _whole_tiles(height, width, self.tile)
 
     def _normalised(self, img: Any) -> np.ndarray:
-        pixels = np.asarray(img, dtype=np.float32)
-        if self.rescale is not None:
-            pixels = pixels * np.float32(self.rescale)
-        if self.mean is not None and self.std is not None:
-            pixels = (pixels - np.asarray(self.mean, np.float32)) / np.asarray(self.std, np.float32)
-        return pixels
+        return normalised(img, self.rescale, self.mean, self.std)
 
 
 def block_text(rows: int, cols: int, image_seq_len: int, image_token: str = "<image>") -> str:

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from mlxctl.vision.preprocess import CLIP_MEAN, CLIP_STD
+from mlxctl.vision.preprocess import CLIP_MEAN, CLIP_STD, normalised
 
 
 @dataclass(frozen=True)
@@ -55,12 +55,7 @@ class Resizing:
         """(H, W, 3) float32, H and W whole cells."""
         rows, cols = self.grid(image.size)
         img = image.resize((cols * self.cell, rows * self.cell), resample=self.resample)
-        pixels = np.asarray(img, dtype=np.float32)
-        if self.rescale is not None:
-            pixels = pixels * np.float32(self.rescale)
-        if self.mean is not None and self.std is not None:
-            pixels = (pixels - np.asarray(self.mean, np.float32)) / np.asarray(self.std, np.float32)
-        return pixels
+        return normalised(img, self.rescale, self.mean, self.std)
 
 
 class PixtralLayout:

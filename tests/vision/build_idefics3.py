@@ -32,17 +32,11 @@ def build_idefics3(text_folder: Path, out: Path, seed: int = 0, model_type: str 
     from mlx_vlm.models.idefics3.idefics3 import Idefics3Connector
     from mlx_vlm.models.idefics3.vision import VisionModel
 
-    from mlxctl.models.loader import load_model
-
     out.mkdir(parents=True, exist_ok=True)
-    text = load_model(text_folder, dtype="float32")
-    source_config = json.loads((text_folder / "config.json").read_text())
     ids = add_tokens(text_folder, out, MARKERS)
-    weights = {f"model.text_model.{k.removeprefix('model.')}": v for k, v in tree_flatten(text.model.parameters())}
-    embed = weights["model.text_model.embed_tokens.weight"]
-    extra = mx.broadcast_to(mx.mean(embed, axis=0, keepdims=True), (len(MARKERS), embed.shape[1]))
-    weights["model.text_model.embed_tokens.weight"] = embed = mx.concatenate([embed, extra])
-    weights["lm_head.weight"] = embed  # SmolLM2 ties them; Idefics3 stores the head
+    text, source_config = extended_text(text_folder, len(MARKERS))
+    weights = {f"model.text_model.{k.removeprefix('model.')}": v for k, v in text.items()}
+    embed = weights["lm_head.weight"] = text["model.embed_tokens.weight"]  # SmolLM2 ties them; Idefics3 stores the head
     assert ids[-1] == embed.shape[0] - 1
 
     text_config = {k: v for k, v in source_config.items() if k not in ("quantization", "architectures")}
@@ -76,6 +70,21 @@ def build_idefics3(text_folder: Path, out: Path, seed: int = 0, model_type: str 
                                                            "image_seq_len": SEQ_LEN}, indent=2))
     shutil.copy(text_folder / "generation_config.json", out / "generation_config.json")
     return out
+
+
+def extended_text(text_folder: Path, new_tokens: int) -> tuple[dict, dict]:
+    """SmolLM2's text tower as float32 arrays under mlx-lm's names, its token embedding grown by
+    ``new_tokens`` rows (each the mean row: never looked up, rarely sampled), and its config."""
+    import mlx.core as mx
+    from mlx.utils import tree_flatten
+
+    from mlxctl.models.loader import load_model
+
+    weights = dict(tree_flatten(load_model(text_folder, dtype="float32").model.parameters()))
+    embed = weights["model.embed_tokens.weight"]
+    extra = mx.broadcast_to(mx.mean(embed, axis=0, keepdims=True), (new_tokens, embed.shape[1]))
+    weights["model.embed_tokens.weight"] = mx.concatenate([embed, extra])
+    return weights, json.loads((text_folder / "config.json").read_text())
 
 
 def add_tokens(text_folder: Path, out: Path, markers: tuple[str, ...]) -> list[int]:

@@ -15,7 +15,7 @@ import json
 import shutil
 from pathlib import Path
 
-from tests.vision.build_idefics3 import add_tokens
+from tests.vision.build_idefics3 import add_tokens, extended_text
 
 PATCH_SIZE = 8
 LONGEST_EDGE = 64
@@ -36,18 +36,12 @@ def build_mistral3(text_folder: Path, out: Path, seed: int = 0, model_type: str 
     from mlx_vlm.models.pixtral.pixtral import LlavaMultiModalProjector
     from mlx_vlm.models.pixtral.vision import VisionModel
 
-    from mlxctl.models.loader import load_model
-
     merge = 2 if model_type == "mistral3" else 1
     out.mkdir(parents=True, exist_ok=True)
-    text = load_model(text_folder, dtype="float32")
-    source_config = json.loads((text_folder / "config.json").read_text())
     ids = add_tokens(text_folder, out, MARKERS)
-    weights = {f"language_model.{k}": v for k, v in tree_flatten(text.model.parameters())}
-    embed = weights["language_model.model.embed_tokens.weight"]
-    extra = mx.broadcast_to(mx.mean(embed, axis=0, keepdims=True), (len(MARKERS), embed.shape[1]))
-    weights["language_model.model.embed_tokens.weight"] = embed = mx.concatenate([embed, extra])
-    weights["language_model.lm_head.weight"] = embed  # SmolLM2 ties them; Mistral 3 stores the head
+    text, source_config = extended_text(text_folder, len(MARKERS))
+    weights = {f"language_model.{k}": v for k, v in text.items()}
+    embed = weights["language_model.lm_head.weight"] = text["model.embed_tokens.weight"]  # SmolLM2 ties them
 
     text_config = {k: v for k, v in source_config.items() if k not in ("quantization", "architectures")}
     text_config.update(model_type="mistral", vocab_size=embed.shape[0], tie_word_embeddings=False)

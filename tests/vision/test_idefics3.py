@@ -7,16 +7,12 @@ from __future__ import annotations
 import base64
 
 import numpy as np
-import openai
 import pytest
 
-from mlxctl.api.prompt import render_chat
-from mlxctl.engine.sampling import SamplingParams
 from mlxctl.vision.images import decode_image
 from tests.vision.build_idefics3 import SEQ_LEN, build_idefics3
-from tests.vision.conftest import data_url, engine_on, png_bytes
-
-GREEDY = SamplingParams(temperature=0.0, max_tokens=8)
+from tests.vision.conftest import engine_on, png_bytes
+from tests.vision.layout_checks import GREEDY, batched_like_alone, daemon_chat, prompt
 
 
 @pytest.fixture(scope="module")
@@ -38,11 +34,6 @@ def idefics3_engine(idefics3_loaded):
 
 def image(seed, size=(80, 60)):
     return decode_image(png_bytes(seed, size=size), f"image-{seed}")
-
-
-def prompt(engine, text="Describe this image.", images=1):
-    content = engine.model.vision.image_token * images + "\n" + text
-    return render_chat(engine.model.tokenizer, [{"role": "user", "content": content}])
 
 
 def hf_processor(folder):
@@ -102,32 +93,11 @@ def test_greedy_answer_equals_mlx_vlm_generate(idefics3_dir, idefics3_engine):
 
 
 def test_an_image_request_batched_with_text_requests(idefics3_engine):
-    text_ids = prompt(idefics3_engine, "What is the capital of France?", images=0)
-    img_ids = prompt(idefics3_engine, "What colour dominates?")
-    img = image(5, (90, 50))
-    text_alone = idefics3_engine.submit(text_ids, GREEDY).collect()
-    img_alone = idefics3_engine.submit(img_ids, GREEDY, images=[img], cache_salt="alone").collect()
-    streams = [idefics3_engine.submit(text_ids, GREEDY, cache_salt="together"),
-               idefics3_engine.submit(img_ids, GREEDY, images=[img], cache_salt="together"),
-               idefics3_engine.submit(text_ids, GREEDY, cache_salt="together-2")]
-    text_a, img_both, text_b = (s.collect() for s in streams)
-    assert img_both.token_ids == img_alone.token_ids
-    assert text_a.token_ids == text_b.token_ids == text_alone.token_ids and "Paris" in text_alone.text
+    batched_like_alone(idefics3_engine, image(5, (90, 50)))
 
 
 def test_chat_with_an_image_url_through_the_daemon(serve, idefics3_engine):
-    client = openai.OpenAI(base_url=serve(engine=idefics3_engine, name="idefics3-test") + "/v1", api_key="x",
-                           max_retries=0)
-    png = png_bytes(seed=6)
-    content = [{"type": "image_url", "image_url": {"url": data_url(png)}},
-               {"type": "text", "text": "What is in the picture?"}]
-    done = client.chat.completions.create(model="idefics3-test", messages=[{"role": "user", "content": content}],
-                                          max_tokens=6, temperature=0)
-    text_only = client.chat.completions.create(model="idefics3-test", max_tokens=1, messages=[
-        {"role": "user", "content": "<image>\nWhat is in the picture?"}])  # the same prompt, no image
-    block = idefics3_engine.model.vision.layout.block(decode_image(png, "x").image)
-    assert done.choices[0].finish_reason in ("length", "stop") and done.choices[0].message.content
-    assert done.usage.prompt_tokens == text_only.usage.prompt_tokens - 1 + len(block)
+    daemon_chat(serve, idefics3_engine, "idefics3-test")
 
 
 def test_anthropic_counts_and_streams_the_tiled_positions(serve, idefics3_engine):

@@ -6,16 +6,12 @@ the same folder; then batching and the daemon."""
 from __future__ import annotations
 
 import numpy as np
-import openai
 import pytest
 
-from mlxctl.api.prompt import render_chat
-from mlxctl.engine.sampling import SamplingParams
 from mlxctl.vision.images import decode_image
 from tests.vision.build_mistral3 import PATCH_SIZE, build_mistral3
-from tests.vision.conftest import data_url, engine_on, png_bytes
-
-GREEDY = SamplingParams(temperature=0.0, max_tokens=8)
+from tests.vision.conftest import engine_on, png_bytes
+from tests.vision.layout_checks import GREEDY, batched_like_alone, daemon_chat, prompt
 
 
 @pytest.fixture(scope="module")
@@ -37,11 +33,6 @@ def mistral3_engine(mistral3_loaded):
 
 def image(seed, size=(80, 60)):
     return decode_image(png_bytes(seed, size=size), f"image-{seed}")
-
-
-def prompt(engine, text="Describe this image.", images=1):
-    content = engine.model.vision.image_token * images + "\n" + text
-    return render_chat(engine.model.tokenizer, [{"role": "user", "content": content}])
 
 
 def reference_inputs(folder, img, text, merge=2):
@@ -102,32 +93,11 @@ def test_greedy_answer_equals_mlx_vlm_generate(mistral3_dir, mistral3_engine):
 
 
 def test_an_image_request_batched_with_text_requests(mistral3_engine):
-    text_ids = prompt(mistral3_engine, "What is the capital of France?", images=0)
-    img_ids = prompt(mistral3_engine, "What colour dominates?")
-    img = image(5, (90, 50))
-    text_alone = mistral3_engine.submit(text_ids, GREEDY).collect()
-    img_alone = mistral3_engine.submit(img_ids, GREEDY, images=[img], cache_salt="alone").collect()
-    streams = [mistral3_engine.submit(text_ids, GREEDY, cache_salt="together"),
-               mistral3_engine.submit(img_ids, GREEDY, images=[img], cache_salt="together"),
-               mistral3_engine.submit(text_ids, GREEDY, cache_salt="together-2")]
-    text_a, img_both, text_b = (s.collect() for s in streams)
-    assert img_both.token_ids == img_alone.token_ids
-    assert text_a.token_ids == text_b.token_ids == text_alone.token_ids and "Paris" in text_alone.text
+    batched_like_alone(mistral3_engine, image(5, (90, 50)))
 
 
 def test_chat_with_an_image_url_through_the_daemon(serve, mistral3_engine):
-    client = openai.OpenAI(base_url=serve(engine=mistral3_engine, name="mistral3-test") + "/v1", api_key="x",
-                           max_retries=0)
-    png = png_bytes(seed=6)
-    content = [{"type": "image_url", "image_url": {"url": data_url(png)}},
-               {"type": "text", "text": "What is in the picture?"}]
-    done = client.chat.completions.create(model="mistral3-test", messages=[{"role": "user", "content": content}],
-                                          max_tokens=6, temperature=0)
-    text_only = client.chat.completions.create(model="mistral3-test", max_tokens=1, messages=[
-        {"role": "user", "content": "[IMG]\nWhat is in the picture?"}])  # the same prompt, no image
-    block = mistral3_engine.model.vision.layout.block(decode_image(png, "x").image)
-    assert done.choices[0].finish_reason in ("length", "stop") and done.choices[0].message.content
-    assert done.usage.prompt_tokens == text_only.usage.prompt_tokens - 1 + len(block)
+    daemon_chat(serve, mistral3_engine, "mistral3-test")
 
 
 @pytest.mark.parametrize("file, change, named", [
