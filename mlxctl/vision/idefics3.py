@@ -51,7 +51,7 @@ class Idefics3Layout:
 
 
 def load_idefics3(path: Path, config: dict, tokenizer: Any, dtype: Any) -> dict:
-    from mlx_vlm.models.idefics3.config import ModelConfig, TextConfig, VisionConfig
+    from mlx_vlm.models.smolvlm.config import ModelConfig, TextConfig, VisionConfig  # Idefics3's, with defaults
     from mlx_vlm.models.idefics3.idefics3 import Idefics3Connector
     from mlx_vlm.models.idefics3.vision import VisionModel
 
