@@ -146,3 +146,18 @@ def test_a_folder_that_disagrees_with_itself_is_refused(idefics3_dir, tmp_path, 
     (folder / file).write_text(json.dumps({**json.loads((folder / file).read_text()), **change}))
     with pytest.raises(ModelFormatError, match=f"cannot load the vision tower of bad: ValueError: .*{named}"):
         load_model(folder)
+
+
+def test_run_with_an_image(idefics3_dir, tmp_path):
+    """`mlxctl run --image` in a fresh interpreter: the text tower mlx-lm lacks loads, the image
+    is tiled."""
+    import json
+
+    from tests.cli.helpers import run_cli
+
+    (tmp_path / "a.png").write_bytes(png_bytes(30, size=(200, 40)))
+    result = run_cli("run", "-m", str(idefics3_dir), "--image", str(tmp_path / "a.png"), "-n", "3", "--json",
+                     "What is this?")
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout)
+    assert out["usage"]["completion_tokens"] == 3 and out["usage"]["prompt_tokens"] > 5 * SEQ_LEN
