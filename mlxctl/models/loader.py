@@ -96,10 +96,15 @@ def context_length(config: dict) -> int:
 def _mlx_lm_load(path: Path, lazy: bool = False) -> tuple:
     if not (path / "config.json").is_file():
         raise ModelNotFoundError(f"no model folder at {path} (config.json missing)")
+    import json
+
     from mlx_lm import load
 
+    from mlxctl.vision.text_towers import load_text_tower
+
     try:
-        return load(str(path), return_config=True, lazy=lazy)
+        config = json.loads((path / "config.json").read_text())
+        return load_text_tower(path, config, lazy) or load(str(path), return_config=True, lazy=lazy)
     except (ValueError, FileNotFoundError, KeyError) as e:
         raise ModelFormatError(f"cannot load {path.name}: {e}") from None
 

@@ -2,11 +2,14 @@
 
 The text tower is loaded by mlx-lm like any other model (it maps ``llava`` and ``gemma3`` onto
 text-only wrappers, which drop the vision weights); ``families`` loads the rest with mlx-vlm's
-classes from the same folder (LLaVA, Gemma 3), and this module serves the engine:
+classes from the same folder (LLaVA, Gemma 3, Idefics3 / SmolVLM, Pixtral / Mistral 3), and this
+module serves the engine:
 
 - ``expand``: each image placeholder token of a prompt becomes ``tokens_per_image`` feature
   positions (wrapped in the family's begin/end tokens where it has them), and their spans are
-  noted;
+  noted. A family whose images take a size-dependent block (SmolVLM's tiles, Pixtral's rows of
+  patches) has a ``layout`` instead: each placeholder becomes ``layout.block(image)``, one span over
+  the whole block;
 - ``features_for``: the features of a request's images, encoded on the engine thread (the one
   thread that runs MLX), from a content-hash -> features LRU so a repeated image is not encoded
   again; images whose span the prefix cache already covers are not encoded at all;
@@ -30,7 +33,7 @@ from mlxctl.vision.video_cache import VideoCache
 
 log = logging.getLogger("mlxctl.vision")
 
-SUPPORTED_TYPES = ("llava", "gemma3")  # families.LOADERS
+SUPPORTED_TYPES = ("llava", "gemma3", "idefics3", "smolvlm", "mistral3", "pixtral")  # families.LOADERS
 DEFAULT_CACHE_BYTES = 512 * 1024 * 1024
 
 
@@ -47,12 +50,18 @@ class VisionAdapter:
     (images, tokens_per_image, hidden) features as the text tower takes them, ``pixel_dtype``.
     ``image_token``/``image_token_id``: the placeholder a prompt marks an image with;
     ``feature_token_id``: the token the feature positions hold (default: the placeholder);
-    ``wrap``: token ids around the feature positions (Gemma 3's begin/end of image)."""
+    ``wrap``: token ids around the feature positions (Gemma 3's begin/end of image).
+    ``layout``: for a family whose block depends on the image (``families``' Idefics3 and
+    Pixtral): ``block(image)`` -> the token ids of one image's block, its feature positions
+    holding ``feature_token_id``, and ``features(image)`` -> their (positions, hidden) features in
+    order; the block's other tokens (row breaks, tile markers) are embedded as text. There
+    ``tokens_per_image`` is only the count for one tile / an image the size of the tower's input
+    (``stats``); ``added_positions`` counts the real blocks."""
 
     def __init__(self, towers: Any, processing: ImageProcessing, embed_tokens: Any, *,
                  image_token: str, image_token_id: int, tokens_per_image: int, feature_token_id: int | None = None,
                  wrap: tuple[Sequence[int], Sequence[int]] = ((), ()), cache_bytes: int = DEFAULT_CACHE_BYTES,
-                 model_type: str = "llava"):
+                 model_type: str = "llava", layout: Any = None):
         self.towers, self.processing = towers, processing
         self.embed_tokens = embed_tokens
         self.image_token, self.image_token_id = image_token, image_token_id
@@ -60,6 +69,7 @@ class VisionAdapter:
         self.tokens_per_image = tokens_per_image
         self.wrap = (list(wrap[0]), list(wrap[1]))
         self.model_type = model_type
+        self.layout = layout
         self.cache = FeatureCache(cache_bytes)
         self.videos = VideoCache()  # decoded video frames, filled by the API layer (vision/fetch.py)
         self.images_encoded = 0
@@ -67,10 +77,15 @@ class VisionAdapter:
 
     # -- caller side (any thread) ---------------------------------------------------------------
 
-    def expand(self, tokens: Sequence[int], num_images: int) -> tuple[list[int], tuple[tuple[int, int], ...]]:
+    def expand(self, tokens: Sequence[int],
+               images: Sequence[Any] | int) -> tuple[list[int], tuple[tuple[int, int], ...]]:
         """The prompt with each placeholder token replaced by ``tokens_per_image`` feature
-        positions (inside ``wrap``), and the (start, length) span of every image's positions.
-        The placeholders must match the images one to one."""
+        positions (inside ``wrap``), or by its image's ``layout`` block, and the (start, length)
+        span of every image's positions. The placeholders must match the images (the request's
+        ImageInputs; a count will do for a family without a layout) one to one."""
+        if isinstance(images, int) and self.layout is not None:
+            raise TypeError(f"{self.model_type} image blocks depend on the images: pass them, not a count")
+        num_images = images if isinstance(images, int) else len(images)
         marks = [i for i, t in enumerate(tokens) if t == self.image_token_id]
         if len(marks) != num_images:
             from mlxctl.errors import BadInputError
@@ -81,8 +96,14 @@ class VisionAdapter:
         spans = []
         prev = 0
         before, after = self.wrap
-        for mark in marks:
+        for k, mark in enumerate(marks):
             out += tokens[prev:mark]
+            if self.layout is not None:
+                block = self.layout.block(images[k].image)
+                spans.append((len(out), len(block)))
+                out += block
+                prev = mark + 1
+                continue
             out += before
             spans.append((len(out), self.tokens_per_image))
             out += [self.feature_token_id] * self.tokens_per_image
@@ -90,6 +111,14 @@ class VisionAdapter:
             prev = mark + 1
         out += tokens[prev:]
         return out, tuple(spans)
+
+    def added_positions(self, images: Sequence[Any]) -> int:
+        """How many positions the placeholders of ``images`` (ImageInputs) add to a prompt once
+        expanded: what a token count made before ``expand`` adds."""
+        if self.layout is not None:
+            return sum(len(self.layout.block(img.image)) - 1 for img in images)
+        before, after = self.wrap
+        return len(images) * (len(before) + self.tokens_per_image + len(after) - 1)
 
     def stats(self) -> dict:
         return {"model_type": self.model_type, "tokens_per_image": self.tokens_per_image,
@@ -117,7 +146,12 @@ class VisionAdapter:
 
         found = {img.key: f for img in images if (f := self.cache.get(img.key)) is not None}
         todo = list({img.key: img for img in images if img.key not in found}.values())
-        if todo:
+        if todo and self.layout is not None:
+            for img in todo:
+                found[img.key] = f = self._block_embeddings(img.image)
+                self.cache.put(img.key, f)
+            self.images_encoded += len(todo)
+        elif todo:
             pixels = mx.array(np.stack([self.processing(img.image) for img in todo]))
             feats = self.towers.forward(pixels.astype(self.towers.pixel_dtype)).astype(self._text_dtype())
             if feats.shape[1] != self.tokens_per_image:
@@ -131,6 +165,24 @@ class VisionAdapter:
                 self.cache.put(img.key, f)
             self.images_encoded += len(todo)
         return [found[img.key] for img in images]
+
+    def _block_embeddings(self, image: Any) -> Any:
+        """(len(block), hidden): a layout block's token embeddings with the image's features
+        over its feature positions, evaluated."""
+        import mlx.core as mx
+        import numpy as np
+
+        block = self.layout.block(image)
+        where = np.flatnonzero(np.asarray(block) == self.feature_token_id)
+        feats = self.layout.features(image).astype(self._text_dtype())
+        if feats.shape[0] != len(where):
+            raise EngineError(f"the vision tower gave {feats.shape[0]} feature positions for an image, "
+                              f"its block holds {len(where)}")
+        out = self.embed_tokens(mx.array(block)).astype(self._text_dtype())
+        out[mx.array(where)] = feats
+        out = mx.contiguous(out)
+        mx.eval(out)
+        return out
 
     def embed(self, ids: Sequence[int], start: int, spans: Sequence[tuple[int, int]], feats: Sequence[Any]) -> Any:
         """(len(ids), hidden) input embeddings of prompt positions ``start .. start+len(ids)``."""

@@ -13,6 +13,11 @@ placeholder token and how it expands.
   divided by sqrt(hidden): the text tower scales every input embedding by it. (Gemma 3 was
   trained with bidirectional attention inside an image; the text tower here is causal
   throughout, as in mlx-vlm.)
+- **Idefics3 / SmolVLM** (``idefics3``, ``smolvlm``): tiles + a global image through SigLIP,
+  pixel shuffle, a linear projector (vision/idefics3.py).
+- **Pixtral / Mistral 3** (``pixtral``, ``mistral3``): Pixtral's encoder at the image's own size,
+  Mistral 3's 2x2 patch merger + projector (Pixtral: LLaVA's projector), ``[IMG_BREAK]`` per row
+  (vision/pixtral.py).
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from mlxctl.vision.idefics3 import load_idefics3
+from mlxctl.vision.pixtral import load_mistral3, load_pixtral
 from mlxctl.vision.preprocess import ImageProcessing
 
 _VISION_PREFIXES = ("vision_tower.", "multi_modal_projector.")
@@ -105,6 +112,8 @@ def load_gemma3(path: Path, config: dict, tokenizer: Any, dtype: Any) -> dict:
 
 
 LOADERS = {"llava": load_llava, "gemma3": load_gemma3}
+LOADERS.update(idefics3=load_idefics3, smolvlm=load_idefics3)  # vision/idefics3.py
+LOADERS.update(mistral3=load_mistral3, pixtral=load_pixtral)  # vision/pixtral.py
 
 
 def _load_modules(path: Path, config: dict, tower: Any, projector: Any, dtype: Any) -> None:

@@ -96,3 +96,14 @@ def _center_crop(img: Any, height: int, width: int) -> Any:
     w, h = img.size
     top, left = (h - height) // 2, (w - width) // 2
     return img.crop((left, top, left + width, top + height))
+
+
+def normalised(img: Any, rescale: float | None, mean: tuple[float, ...] | None,
+               std: tuple[float, ...] | None) -> np.ndarray:
+    """An RGB PIL image -> (H, W, 3) float32, rescaled and normalised where given."""
+    pixels = np.asarray(img, dtype=np.float32)
+    if rescale is not None:
+        pixels = pixels * np.float32(rescale)
+    if mean is not None and std is not None:
+        pixels = (pixels - np.asarray(mean, np.float32)) / np.asarray(std, np.float32)
+    return pixels

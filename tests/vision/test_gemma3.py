@@ -88,3 +88,20 @@ def test_chat_with_an_image_through_the_daemon(serve, gemma3_engine):
     again = client.chat.completions.create(model="gemma3-test", messages=messages, max_tokens=6, temperature=0)
     assert again.choices[0].message.content == first.choices[0].message.content
     assert gemma3_engine.stats()["vision"]["images_encoded"] == encoded  # the feature cache had it
+
+
+def test_anthropic_count_tokens_counts_the_image_block(serve, gemma3_engine):
+    """count_tokens counts Gemma 3's whole image block: the soft tokens and the begin/end marks
+    with their blank lines."""
+    import base64
+
+    import anthropic
+
+    client = anthropic.Anthropic(base_url=serve(engine=gemma3_engine, name="gemma3-test"), api_key="x",
+                                 max_retries=0)
+    source = {"type": "base64", "media_type": "image/png", "data": base64.b64encode(png_bytes(seed=8)).decode()}
+    messages = [{"role": "user", "content": [{"type": "image", "source": source},
+                                             {"type": "text", "text": "What is this?"}]}]
+    msg = client.messages.create(model="gemma3-test", messages=messages, max_tokens=1)
+    counted = client.messages.count_tokens(model="gemma3-test", messages=messages)
+    assert counted.input_tokens == msg.usage.input_tokens + msg.usage.cache_read_input_tokens
