@@ -8,10 +8,11 @@
 - LongRoPE models carry ``rope_factors_long`` / ``rope_factors_short`` tensors and
   ``rope.scaling.original_context_length``: they become ``rope_scaling`` (type longrope) and
   ``original_max_position_embeddings``. A file with only one of the two tensors is refused.
-  mlx-lm applies the long factors at every length (llama.cpp: the short ones up to the original
-  context), and derives the attention factor from the two lengths as llama.cpp's converter does
+  mlx-lm applies the long factors at every length (llama.cpp: the short ones while its context
+  per sequence is at most the original), and derives the attention factor from the two lengths as llama.cpp's converter does
   for LongRoPE; a file whose ``rope.scaling.attn_factor`` differs (YaRN's) is refused.
-- ``attention.sliding_window`` is recorded; mlx-lm's phi3 attends over the whole context.
+- ``attention.sliding_window`` is recorded; mlx-lm's phi3 attends over the whole context, and so
+  does llama.cpp's (its phi3 loader disables the window).
 """
 
 from __future__ import annotations
