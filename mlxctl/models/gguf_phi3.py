@@ -2,14 +2,17 @@
 
 - ``attn_qkv`` (Q, K, V rows in that order) and ``ffn_up`` (gate rows, then up rows) stay fused:
   mlx-lm's phi3 splits them the same way llama.cpp does.
-- ``rope.dimension_count`` below the head size is a partial rotary factor (Phi-4-mini: 0.75).
+- ``rope.dimension_count`` below the head size is a partial rotary factor (Phi-4-mini: 0.75),
+  nudged up by one float step where mlx-lm's ``int(head_dim * factor)`` would otherwise come out
+  one short of the file's count (30 of 88: ``88 * (30 / 88)`` is 29.999...).
 - LongRoPE models carry ``rope_factors_long`` / ``rope_factors_short`` tensors and
   ``rope.scaling.original_context_length``: they become ``rope_scaling`` (type longrope) and
   ``original_max_position_embeddings``. A file with only one of the two tensors is refused.
-  mlx-lm applies the long factors at every length (llama.cpp: the short ones up to the original
-  context), and derives the attention factor from the two lengths as llama.cpp's converter does
+  mlx-lm applies the long factors at every length (llama.cpp: the short ones while its context
+  per sequence is at most the original), and derives the attention factor from the two lengths as llama.cpp's converter does
   for LongRoPE; a file whose ``rope.scaling.attn_factor`` differs (YaRN's) is refused.
-- ``attention.sliding_window`` is recorded; mlx-lm's phi3 attends over the whole context.
+- ``attention.sliding_window`` is recorded; mlx-lm's phi3 attends over the whole context, and so
+  does llama.cpp's (its phi3 loader disables the window).
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ def phi3_config(
         "architectures": ["Phi3ForCausalLM"],
         "model_type": "phi3",
         **common_config(metadata),
-        "partial_rotary_factor": rotary / head_dim,
+        "partial_rotary_factor": _rotary_factor(rotary, head_dim),
         "tie_word_embeddings": "lm_head.weight" not in weights,
     }
     if window := meta_int(metadata, "phi3.attention.sliding_window"):
@@ -50,6 +53,12 @@ def phi3_config(
         )
         _check_attn_factor(metadata, config)
     return config
+
+
+def _rotary_factor(rotary: int, head_dim: int) -> float:
+    """``rotary / head_dim``, the smallest float whose ``int(head_dim * factor)`` is ``rotary``."""
+    factor = rotary / head_dim
+    return factor if int(head_dim * factor) == rotary else math.nextafter(factor, math.inf)
 
 
 def _check_attn_factor(metadata: Mapping[str, object], config: dict) -> None:

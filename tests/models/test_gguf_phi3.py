@@ -15,6 +15,7 @@ import pytest
 
 from mlxctl.errors import ModelFormatError
 from mlxctl.models.gguf import import_gguf
+from mlxctl.models.gguf_phi3 import phi3_config
 from tests.models.gguf_arch_writer import assert_computes, common_metadata, f32, load_folder, random_model, u32
 from tests.models.gguf_arch_writer import write_arch_gguf
 from tests.models.helpers import tiny_vocab
@@ -74,6 +75,16 @@ def test_a_partial_rotary_phi3_imports(tmp_path):
     assert config["partial_rotary_factor"] == 0.5 and "rope_scaling" not in config
     model, _ = load_folder(folder)
     assert_computes(model, encoded)
+
+
+def test_the_partial_rotary_factor_gives_mlx_lm_the_file_s_rotary_dimensions():
+    """mlx-lm's phi3 rotates ``int(head_dim * partial_rotary_factor)`` dimensions; 30 / 88 times
+    88 is 29.999... in floats, which would rotate 29 of llama.cpp's 30."""
+    c = {**PARTIAL, "hidden_size": 176, "num_attention_heads": 2, "num_key_value_heads": 2}
+    metadata = {**common_metadata("phi3", c), "phi3.rope.dimension_count": u32(30),
+                "phi3.vocab_size": u32(c["vocab_size"])}  # fmt: skip
+    factor = phi3_config(metadata, {})["partial_rotary_factor"]
+    assert int(88 * factor) == 30 and factor == pytest.approx(30 / 88)
 
 
 def test_a_phi3_with_one_rope_factors_tensor_is_refused(tmp_path):

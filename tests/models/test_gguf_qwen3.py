@@ -13,8 +13,9 @@ import json
 import numpy as np
 import pytest
 
+from mlxctl.errors import ModelFormatError
 from mlxctl.models.gguf import import_gguf
-from tests.models.gguf_arch_writer import common_metadata, load_folder, logits, random_model, u32
+from tests.models.gguf_arch_writer import common_metadata, f32, load_folder, logits, random_model, u32
 from tests.models.gguf_arch_writer import assert_computes, write_arch_gguf
 from tests.models.helpers import tiny_vocab
 
@@ -66,17 +67,20 @@ def qwen3(request, tmp_path_factory):
     return request.param, source, encoded, import_gguf(root / "q.gguf", root / "out")
 
 
+def _moe_metadata() -> dict:
+    return {**_qwen3_metadata("qwen3moe", QWEN3MOE),
+            "qwen3moe.expert_count": u32(QWEN3MOE["num_experts"]),
+            "qwen3moe.expert_used_count": u32(QWEN3MOE["num_experts_per_tok"]),
+            "qwen3moe.expert_feed_forward_length": u32(QWEN3MOE["moe_intermediate_size"])}  # fmt: skip
+
+
 @pytest.fixture(scope="module")
 def qwen3moe(tmp_path_factory):
     from mlx_lm.models import qwen3_moe
 
     root = tmp_path_factory.mktemp("qwen3moe")
     source = random_model(qwen3_moe, QWEN3MOE)
-    metadata = {**_qwen3_metadata("qwen3moe", QWEN3MOE),
-                "qwen3moe.expert_count": u32(QWEN3MOE["num_experts"]),
-                "qwen3moe.expert_used_count": u32(QWEN3MOE["num_experts_per_tok"]),
-                "qwen3moe.expert_feed_forward_length": u32(QWEN3MOE["moe_intermediate_size"])}  # fmt: skip
-    encoded = write_arch_gguf(root / "moe.gguf", source, MOE_BLOCK, metadata, _moe_kinds)
+    encoded = write_arch_gguf(root / "moe.gguf", source, MOE_BLOCK, _moe_metadata(), _moe_kinds)
     return encoded, import_gguf(root / "moe.gguf", root / "out")
 
 
@@ -127,3 +131,15 @@ def test_qwen3moe_computes_the_model_its_blocks_encode(qwen3moe):
     encoded, folder = qwen3moe
     model, _ = load_folder(folder)
     assert_computes(model, encoded)
+
+
+def test_a_qwen3moe_with_rope_scaling_is_refused(tmp_path):
+    """llama.cpp applies a qwen3moe file's linear rope scaling; mlx-lm's qwen3_moe reads
+    ``rope_scaling`` and ignores it, so the import refuses instead of dropping it."""
+    from mlx_lm.models import qwen3_moe
+
+    metadata = {**_moe_metadata(), "qwen3moe.rope.scaling.type": "linear",
+                "qwen3moe.rope.scaling.factor": f32(4.0)}  # fmt: skip
+    write_arch_gguf(tmp_path / "moe.gguf", random_model(qwen3_moe, QWEN3MOE), MOE_BLOCK, metadata)
+    with pytest.raises(ModelFormatError, match="qwen3moe.rope.scaling.type 'linear'"):
+        import_gguf(tmp_path / "moe.gguf", tmp_path / "out")
