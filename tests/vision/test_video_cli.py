@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from mlxctl.errors import ExitStatus
 from tests.cli.helpers import run_cli
 from tests.vision.build_model import TOKENS_PER_IMAGE
@@ -26,6 +28,7 @@ def test_run_with_a_video(llava_dir, tmp_path):
     assert 2 * TOKENS_PER_IMAGE - 20 < four_tokens - two_tokens + TOKENS_PER_IMAGE + 1 <= 2 * TOKENS_PER_IMAGE + 20
 
 
+@pytest.mark.slow  # several CLI runs, each loading the model: the slow step
 def test_run_video_errors_are_one_line(llava_dir, smollm2, tmp_path):
     missing = run_cli("run", "-m", str(llava_dir), "--video", str(tmp_path / "nope.mp4"), "hi")
     assert missing.returncode == ExitStatus.BAD_INPUT

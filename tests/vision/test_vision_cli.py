@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from mlxctl.errors import ExitStatus
 from tests.cli.helpers import run_cli
 from tests.vision.build_model import TOKENS_PER_IMAGE
@@ -24,6 +26,7 @@ def test_run_with_images(llava_dir, tmp_path):
     assert placed.returncode == 0, placed.stderr
 
 
+@pytest.mark.slow  # several CLI runs, each loading the model: the slow step
 def test_run_image_errors_are_one_line(llava_dir, smollm2, tmp_path):
     missing = run_cli("run", "-m", str(llava_dir), "--image", str(tmp_path / "nope.png"), "hi")
     assert missing.returncode == ExitStatus.BAD_INPUT

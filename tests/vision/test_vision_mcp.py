@@ -43,6 +43,7 @@ def test_the_image_goes_with_every_round_of_the_server_loop(serve, vision_engine
     assert vision_engine.stats()["vision"]["images_encoded"] == encoded + 1  # encoded in round 1 only
 
 
+@pytest.mark.slow  # several CLI runs, each loading the model: the slow step
 def test_run_with_an_image_and_mcp_tools(llava_dir, calc_config, tmp_path):
     picture = tmp_path / "p.png"
     picture.write_bytes(png_bytes(seed=42))
