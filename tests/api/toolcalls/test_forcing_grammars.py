@@ -533,8 +533,8 @@ def _qp(**values) -> str:
 
 
 def _seed(**values) -> str:
-    return "<seed:tool_call>\n<function=odd>\n" + "".join(
-        f"<parameter={k.replace('_', '-')}>{v}</parameter>\n" for k, v in values.items()) + "</function>\n</seed:tool_call>"
+    params = "".join(f"<parameter={k.replace('_', '-')}>{v}</parameter>\n" for k, v in values.items())
+    return f"<seed:tool_call>\n<function=odd>\n{params}</function>\n</seed:tool_call>"
 
 
 def _mm(**values) -> str:
