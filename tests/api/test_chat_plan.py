@@ -308,12 +308,15 @@ QWEN3_TEMPLATE = ("{%- if tools %}<tools>{% for tool in tools %}{{ tool | tojson
                   "<tool_call>{%- endif %}{{ '<think>' }}...</think>")
 GPT_OSS_TEMPLATE = "{% if tools %}...{% endif %}<|start|>assistant<|channel|>analysis<|message|>"
 CHATML = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+SEED_OSS_TEMPLATE = ("{%- if tools %}...{%- endif %}{{ '<seed:tool_call>\\n<function=' + name + '>\\n' }}"
+                     "{{ '<seed:bos>assistant\\n<seed:think>' }}")
 
 
 @pytest.mark.parametrize(("template", "flags", "expected"), [
     (QWEN3_TEMPLATE, {}, ModelFormats("hermes", "think", True)),
     ({"default": CHATML, "tool_use": QWEN3_TEMPLATE}, {}, ModelFormats("hermes", "think", True)),
     (GPT_OSS_TEMPLATE, {}, ModelFormats("gpt_oss", "gpt_oss", True)),
+    (SEED_OSS_TEMPLATE, {}, ModelFormats("seed_oss", "seed_oss", True)),
     (CHATML, {}, ModelFormats(None, None, False)),
     (None, {}, ModelFormats(None, None, False)),
     (QWEN3_TEMPLATE, {"tool_flag": "none", "reasoning_flag": "none"}, ModelFormats(None, None, True)),
@@ -518,7 +521,8 @@ def test_a_prompt_that_opened_thinking_makes_the_thinking_block_mandatory():
     assert not _accepts(opened, 'Hmm.</think>{"a": 1} and more')
 
 
-@pytest.mark.parametrize("formats", [QWEN, ModelFormats("hermes", "mistral"), ModelFormats("hermes", "deepseek_r1")])
+@pytest.mark.parametrize("formats", [QWEN, ModelFormats("hermes", "mistral"), ModelFormats("hermes", "deepseek_r1"),
+                                     ModelFormats("hermes", "seed_oss")])
 def test_a_model_may_close_its_thinking_itself_before_the_enforced_answer(formats):
     # The thinking lexeme ends at the first end marker: a greedy one would swallow the marker's
     # first characters and refuse the model's own end of thinking.
@@ -546,6 +550,18 @@ def test_with_plan_sets_the_constraint_only_when_there_is_one():
     assert cp.with_plan(params, plan()) is params
     forced = cp.with_plan(params, plan(choice=ToolChoice("required")))
     assert forced.constraint.kind == "lark" and (forced.max_tokens, forced.temperature) == (5, 0)
+
+
+@pytest.mark.parametrize(("formats", "kept"), [
+    (ModelFormats("minimax_m2", "think"), True),  # <minimax:tool_call> is a special token
+    (ModelFormats("hermes", "seed_oss"), True),  # so is <seed:think>
+    (ModelFormats("seed_oss", None), True),
+    (ModelFormats("nemotron", "think"), False),  # <TOOLCALL> is plain text in Nemotron's vocabulary
+    (QWEN, False),
+])
+def test_formats_whose_markers_are_special_tokens_keep_them_in_the_text(formats, kept):
+    params = cp.with_plan(SamplingParams(max_tokens=5), cp.make_plan(formats, TOOLS, AUTO, None))
+    assert params.skip_special_tokens is not kept
 
 
 llg = pytest.importorskip("llguidance")

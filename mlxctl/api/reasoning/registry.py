@@ -6,11 +6,12 @@ import re
 
 from mlxctl.api.reasoning.base import ReasoningParser
 from mlxctl.api.reasoning.harmony import GptOssParser
-from mlxctl.api.reasoning.tagged import DeepSeekR1Parser, GraniteParser, MistralParser, ThinkParser
+from mlxctl.api.reasoning.tagged import DeepSeekR1Parser, GraniteParser, MistralParser, SeedOssParser, ThinkParser
 from mlxctl.errors import BadInputError
 
 _PARSERS: dict[str, type[ReasoningParser]] = {
-    parser.name: parser for parser in (ThinkParser, DeepSeekR1Parser, GptOssParser, MistralParser, GraniteParser)
+    parser.name: parser
+    for parser in (ThinkParser, DeepSeekR1Parser, GptOssParser, MistralParser, GraniteParser, SeedOssParser)
 }
 
 
@@ -40,6 +41,7 @@ def detect_parser(chat_template: str | None) -> str | None:
     * ``<|channel|>`` (Harmony) -> ``gpt_oss``
     * ``[THINK]`` (Magistral) -> ``mistral``
     * ``Here is my thought process`` (Granite 3.2) -> ``granite``
+    * ``<seed:think>`` (Seed-OSS) -> ``seed_oss``
     * ``<think>`` / ``</think>`` in a DeepSeek template (``<｜Assistant｜>``) without a ``thinking``
       switch (R1 and its early distills) -> ``deepseek_r1``
     * any other ``<think>`` / ``</think>`` (Qwen3, QwQ, DeepSeek-V3.1, GLM, ...) -> ``think``
@@ -52,6 +54,8 @@ def detect_parser(chat_template: str | None) -> str | None:
         return MistralParser.name
     if "Here is my thought process" in chat_template or "Here's my thought process" in chat_template:
         return GraniteParser.name
+    if "<seed:think>" in chat_template:
+        return SeedOssParser.name
     if "<think>" in chat_template or "</think>" in chat_template:
         if _DEEPSEEK_ASSISTANT in chat_template and not _THINKING_SWITCH.search(chat_template):
             return DeepSeekR1Parser.name

@@ -1,4 +1,5 @@
-"""Formats that wrap thinking in an opening and a closing marker: ``<think>``, ``[THINK]``, Granite.
+"""Formats that wrap thinking in an opening and a closing marker: ``<think>``, ``[THINK]``,
+``<seed:think>``, Granite.
 
 The output is read as::
 
@@ -144,6 +145,21 @@ class MistralParser(TaggedReasoningParser):
     close_markers = ("[/THINK]",)
     end_marker = "[/THINK]"
     closing_text = "\n[/THINK]\n"
+
+
+class SeedOssParser(TaggedReasoningParser):
+    """ByteDance Seed-OSS: ``<seed:think>...</seed:think>``.
+
+    With a thinking budget the model reports on it inside its thinking
+    (``<seed:cot_budget_reflect>...</seed:cot_budget_reflect>``): those tags are reasoning text.
+    A budget of 0 makes the template close thinking in the prompt, so the output is the answer.
+    """
+
+    name = "seed_oss"
+    open_markers = ("<seed:think>",)
+    close_markers = ("</seed:think>",)
+    end_marker = "</seed:think>"
+    closing_text = "\n</seed:think>\n"
 
 
 class GraniteParser(TaggedReasoningParser):

@@ -186,8 +186,11 @@ class CallArrayParser(BlockParser):
 
     States ``array`` (before an element), ``object`` (inside one) and ``array_sep`` (after one)
     read ``[{"name": ..., "arguments": {...}}, ...]``; a call streams as its object arrives. A
-    malformed element is released as content, with whatever follows it.
+    malformed element is released as content, with whatever follows it. Once the array (or a
+    single call object) is read, reading goes on in state ``_after_array``.
     """
+
+    _after_array: str = "text"
 
     def __init__(self, tools: list[dict] | None = None):
         super().__init__(tools)
@@ -199,6 +202,11 @@ class CallArrayParser(BlockParser):
             self._reader = None
         super()._fail(final)
 
+    def _step(self, final: bool) -> bool:
+        """A state's own method ``_in_<state>`` where the format has one, else the array states."""
+        step = getattr(self, "_in_" + self._state, None)
+        return step(final) if step else self._array_step(final)
+
     def _open_calls(self, final: bool) -> str | None | bool:
         """State ``start``: ``[`` opens an array of calls, ``{`` a single call object.
 
@@ -209,7 +217,7 @@ class CallArrayParser(BlockParser):
             self._consume(1)
             self._state = "array"
         elif tag == "{":
-            self._start_object("text")
+            self._start_object(self._after_array)
         return tag
 
     def _start_object(self, after: str) -> None:
@@ -253,7 +261,7 @@ class CallArrayParser(BlockParser):
             elif tag == "]":
                 self._consume(1)
                 self._raw = []
-                self._state = "text"
+                self._state = self._after_array
             else:  # the array is not closed: what follows is content
                 self._emit_content("".join(self._raw))
                 self._raw = []

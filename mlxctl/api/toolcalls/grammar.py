@@ -6,9 +6,9 @@ the same bounded whitespace as ``response_format`` schemas, so a small model can
 whole budget on newlines inside a forced call). Without ``parallel`` a grammar admits exactly
 one call; with it, one or more. Every text a grammar admits is read back by the format's parser
 as exactly those calls (``tests/api/toolcalls/test_forcing_grammars.py`` samples both sides).
-The formats that write arguments one by one (pythonic, Qwen3-Coder, GLM, Gemma) get grammars
-built from the schema, parameter by parameter; where a format cannot carry part of a schema they
-narrow, never widen (see :mod:`~mlxctl.api.toolcalls.grammar_schema` and ``docs/tools.md``).
+The formats that write arguments one by one (pythonic, Qwen3-Coder, Seed-OSS, MiniMax-M2, GLM,
+Gemma) get grammars built from the schema, parameter by parameter; where a format cannot carry
+part of a schema they narrow, never widen (see :mod:`~mlxctl.api.toolcalls.grammar_schema` and ``docs/tools.md``).
 
 The markers are written as text literals. Where the tokenizer has a marker as one added or
 special token (``<tool_call>`` in Qwen's), the engine compiles the grammar with that marker as a
@@ -22,11 +22,11 @@ This module is the public entry point; the grammars live by kind:
 * :mod:`~mlxctl.api.toolcalls.grammar_core`: Lark text shared by every grammar (the allowed
   tools, literals, ``%json`` with bounded whitespace, string lexemes, rules with fresh names);
 * :mod:`~mlxctl.api.toolcalls.grammar_json`: formats whose arguments are one JSON object
-  (Hermes, Llama 3 JSON, Mistral, Granite, DeepSeek V3, Kimi K2, gpt-oss);
+  (Hermes, Llama 3 JSON, Mistral, Granite, DeepSeek V3, Kimi K2, gpt-oss, Nemotron);
 * :mod:`~mlxctl.api.toolcalls.grammar_schema`: what a grammar written parameter by parameter can
   follow of a JSON schema (and the narrowings where it cannot);
-* :mod:`~mlxctl.api.toolcalls.grammar_params`: pythonic, Qwen3-Coder and GLM, with their values
-  in :mod:`~mlxctl.api.toolcalls.grammar_text` (text up to an end tag);
+* :mod:`~mlxctl.api.toolcalls.grammar_params`: pythonic, Qwen3-Coder, Seed-OSS, MiniMax-M2 and
+  GLM, with their values in :mod:`~mlxctl.api.toolcalls.grammar_text` (text up to an end tag);
 * :mod:`~mlxctl.api.toolcalls.grammar_gemma`: Gemma's own value syntax.
 """
 
@@ -44,10 +44,13 @@ from mlxctl.api.toolcalls.grammar_json import (
     llama3_json_grammar,
     mistral_grammar,
 )
+from mlxctl.api.toolcalls.grammar_json import nemotron_grammar
 from mlxctl.api.toolcalls.grammar_params import (
     glm4_grammar,
+    minimax_m2_grammar,
     pythonic_grammar,
     qwen3_coder_grammar,
+    seed_oss_grammar,
 )
 
 __all__ = [
@@ -61,7 +64,10 @@ __all__ = [
     "hermes_grammar",
     "kimi_k2_grammar",
     "llama3_json_grammar",
+    "minimax_m2_grammar",
     "mistral_grammar",
+    "nemotron_grammar",
     "pythonic_grammar",
     "qwen3_coder_grammar",
+    "seed_oss_grammar",
 ]

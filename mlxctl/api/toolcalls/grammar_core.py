@@ -58,15 +58,19 @@ def _rx(text: str) -> str:
     return "".join(c if c.isascii() and c.isalnum() else f"\\x{{{ord(c):X}}}" for c in text)
 
 
-def _string_lexeme(min_len: int, max_len: int | None, stops: tuple[str, ...], not_null: bool = False) -> str:
+def _string_lexeme(min_len: int, max_len: int | None, stops: tuple[str, ...], not_null: bool = False,
+                   inline: bool = False) -> str:
     """A lexeme expression: text of ``min_len`` to ``max_len`` characters containing none of
-    ``stops`` (and, with ``not_null``, not ``null``/``none`` in any case, blank around)."""
+    ``stops`` (and, with ``not_null``, not ``null``/``none`` in any case, blank around; with
+    ``inline``, neither starting nor ending with a newline, which a parser reads as layout)."""
     # a negation needs a positive part beside it: alone in a concatenation, llguidance reads it wrong
     parts = [f"/(?s:.){{{min_len},{'' if max_len is None else max_len}}}/"]
     if stops:
         parts.append(f"~/(?s:.*)({'|'.join(_rx(s) for s in stops)})(?s:.*)/")
     if not_null:
         parts.append(f"~/{_PY_SPACE}*(?i:null|none){_PY_SPACE}*/")
+    if inline:
+        parts.append(r"~/\n(?s:.*)|(?s:.*)\n/")
     return f"({' & '.join(parts)})"
 
 

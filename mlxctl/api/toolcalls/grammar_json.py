@@ -1,5 +1,5 @@
 """Forcing grammars of the formats whose arguments are one JSON object: Hermes, Llama 3 JSON,
-Mistral, Granite, DeepSeek V3, Kimi K2 and gpt-oss (Harmony)."""
+Mistral, Granite, Nemotron, DeepSeek V3, Kimi K2 and gpt-oss (Harmony)."""
 
 from __future__ import annotations
 
@@ -119,6 +119,14 @@ def granite_grammar(tools: list[dict], name: str | None, parallel: bool = False)
     return "\n".join(
         ["%llguidance {}", f"start: {_lark_string(granite.MARKER)} array", _call_array(tools, name, parallel)]
     )
+
+
+def nemotron_grammar(tools: list[dict], name: str | None, parallel: bool = False) -> str:
+    """``<TOOLCALL>``, a JSON array of call objects, then ``</TOOLCALL>``."""
+    from mlxctl.api.toolcalls import nemotron
+
+    return "\n".join(["%llguidance {}", f"start: {_lark_string(nemotron.START)} array {_lark_string(nemotron.END)}",
+                      _call_array(tools, name, parallel)])
 
 
 def deepseek_v3_grammar(tools: list[dict], name: str | None, parallel: bool = False) -> str:

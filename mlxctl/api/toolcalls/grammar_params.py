@@ -1,4 +1,5 @@
-"""Forcing grammars built parameter by parameter from the schema: pythonic, Qwen3-Coder and GLM."""
+"""Forcing grammars built parameter by parameter from the schema: pythonic, Qwen3-Coder (and
+Seed-OSS and MiniMax-M2, its structure under other tags) and GLM."""
 
 from __future__ import annotations
 
@@ -109,26 +110,63 @@ def qwen3_coder_grammar(tools: list[dict], name: str | None, parallel: bool = Fa
     """``<tool_call>\\n<function=NAME>\\n`` then ``<parameter=KEY>\\nVALUE\\n</parameter>\\n`` per
     argument, then ``</function>\\n</tool_call>`` (the template's layout); with ``parallel``, one
     or more such blocks separated by a newline. A string's value is its text, any other's JSON."""
-    from mlxctl.api.toolcalls import qwen3_coder as q
+    from mlxctl.api.toolcalls.qwen3_coder import Qwen3CoderParser
 
+    return _function_tags_grammar(Qwen3CoderParser, tools, name, parallel, inline=False)
+
+
+def seed_oss_grammar(tools: list[dict], name: str | None, parallel: bool = False) -> str:
+    """``<seed:tool_call>\\n`` then per call ``<function=NAME>\\n``, per argument
+    ``<parameter=KEY>VALUE</parameter>\\n``, then ``</function>\\n``, and ``</seed:tool_call>``
+    (the template's layout); with ``parallel``, one or more calls in the block, a blank line
+    between them optional. A string's value is its text (not starting or ending with a newline),
+    any other's JSON."""
+    from mlxctl.api.toolcalls.seed_oss import SeedOssParser
+
+    return _function_tags_grammar(SeedOssParser, tools, name, parallel, inline=True)
+
+
+def minimax_m2_grammar(tools: list[dict], name: str | None, parallel: bool = False) -> str:
+    """``<minimax:tool_call>\\n`` then per call ``<invoke name="NAME">\\n``, per argument
+    ``<parameter name="KEY">VALUE</parameter>\\n``, then ``</invoke>\\n``, and
+    ``</minimax:tool_call>`` (the template's layout); with ``parallel``, one or more calls in the
+    block. Values as in :func:`seed_oss_grammar`."""
+    from mlxctl.api.toolcalls.minimax_m2 import MiniMaxM2Parser
+
+    return _function_tags_grammar(MiniMaxM2Parser, tools, name, parallel, inline=True)
+
+
+def _function_tags_grammar(fmt, tools: list[dict], name: str | None, parallel: bool, inline: bool) -> str:
+    """The grammar of a format with Qwen3-Coder's structure (``fmt``, its parser class, gives the
+    tags). ``inline``: values follow their tags directly and every call of a ``parallel`` output
+    is in one block (Seed-OSS, MiniMax-M2); otherwise values sit between newlines and each call
+    has its block (Qwen3-Coder)."""
     g = _Lark()
-    stops = (q.PARAMETER_END, q.PARAMETER, q.FUNCTION_END, q.END)
-    close = "\n" + q.PARAMETER_END + "\n"
+    stops = (fmt.PARAMETER_END, fmt.PARAMETER, fmt.FUNCTION_END, fmt.END)
+    nl = "" if inline else "\n"
+    close = nl + fmt.PARAMETER_END + "\n"
+
+    def tag_problem(text: str) -> str | None:
+        return _tag_name_problem(text) or (None if fmt.read_name(fmt.tag_text(text)) == text
+                                           else "cannot be written in a tag")
 
     def member(param: _Param, ctx: dict) -> str:
-        value = _text_value(g, param.schema, ctx, stops, close, _QWEN_PATTERN)
-        return f"{_lark_string(f'{q.PARAMETER}{param.key}>' + chr(10))} {value}"
+        value = _text_value(g, param.schema, ctx, stops, close, _QWEN_PATTERN, inline)
+        return f"{_lark_string(f'{fmt.PARAMETER}{fmt.tag_text(param.key)}>' + nl)} {value}"
 
     def call(fn_name: str, fn: dict) -> str:
-        if _tag_name_problem(fn_name):
+        if tag_problem(fn_name):
             raise _Unforceable("its name cannot be written in a tag")
-        args = _text_call_params(g, fn, _tag_name_problem, member)
-        head = _lark_string(f"{q.FUNCTION}{fn_name}>\n")
-        return " ".join(filter(None, [head, args, _lark_string(q.FUNCTION_END + "\n")]))
+        args = _text_call_params(g, fn, tag_problem, member)
+        head = _lark_string(f"{fmt.FUNCTION}{fmt.tag_text(fn_name)}>\n")
+        return " ".join(filter(None, [head, args, _lark_string(fmt.FUNCTION_END + "\n")]))
 
-    branches = _tool_branches(_functions(tools, name), "qwen3_coder", call)
-    start = _one_or_more("block", parallel, "\n")
-    return _blocks_grammar(start, f"{_lark_string(q.START + chr(10))} call {_lark_string(q.END)}", branches, g)
+    branches = _tool_branches(_functions(tools, name), fmt.name, call)
+    opening, closing = _lark_string(fmt.START + "\n"), _lark_string(fmt.END)
+    if inline:
+        calls = 'call ("\\n"? call)*' if parallel else "call"
+        return _blocks_grammar("block", f"{opening} {calls} {closing}", branches, g)
+    return _blocks_grammar(_one_or_more("block", parallel, "\n"), f"{opening} call {closing}", branches, g)
 
 
 def _glm_key_problem(key: str) -> str | None:

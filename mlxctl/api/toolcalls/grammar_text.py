@@ -200,17 +200,20 @@ def _nullable_string(schema: dict, ctx: dict) -> tuple[dict, list[str] | None, b
     return plain, [v for v in dict.fromkeys(strings) if _is_valid(v, plain, ctx)], None in values
 
 
-def _text_value(g: _Lark, schema: Any, ctx: dict, stops: tuple[str, ...], close: str, pattern: str) -> str:
+def _text_value(g: _Lark, schema: Any, ctx: dict, stops: tuple[str, ...], close: str, pattern: str,
+                inline: bool = False) -> str:
     """An expression: the value of a parameter in a text-valued format, then ``close``.
 
-    ``stops`` are the tags that end a value, ``pattern`` what strings inside JSON must match."""
+    ``stops`` are the tags that end a value, ``pattern`` what strings inside JSON must match;
+    ``inline``: the value follows its tag directly, so a string neither starts nor ends with a
+    newline (the parser drops one there as layout)."""
     if schema is False:
         raise _Unforceable("accepts no value")
     types = schema_types({} if schema is True else schema)
     end = _lark_string(close)
     if not types or types == ["string"]:
         string, choices = _string_schema(schema, ctx)
-        return _raw_string(g, string, choices, stops, close)
+        return _raw_string(g, string, choices, stops, close, inline=inline)
     if "string" not in types:
         # Python's spellings too, as Qwen3-Coder's template writes them (the conversion reads both)
         python = [_lark_string(str(v)) for v, kind in ((True, "boolean"), (False, "boolean"), (None, "null"))
@@ -219,23 +222,25 @@ def _text_value(g: _Lark, schema: Any, ctx: dict, stops: tuple[str, ...], close:
         return f"{value} {end}"
     if sorted(types) == ["null", "string"]:
         string, choices, null = _nullable_string(schema, ctx)
-        return _raw_string(g, string, choices, stops, close, nulls=("null", "None") if null else None)
+        return _raw_string(g, string, choices, stops, close, nulls=("null", "None") if null else None, inline=inline)
     raise _Unforceable("mixes strings with other types")
 
 
 def _raw_string(g: _Lark, schema: dict, choices: list[str] | None, stops: tuple[str, ...], close: str,
-                nulls: tuple[str, ...] | None = None) -> str:
+                nulls: tuple[str, ...] | None = None, inline: bool = False) -> str:
     """A string value written as it is (none of ``stops`` in it), then ``close``. With ``nulls``
     (a string-or-null parameter, whose conversion reads ``null``/``none`` as null), no string
     that reads as null, and ``nulls`` for null itself: one lexeme, so the lexer never has to
-    choose between a null and a string that starts like one."""
+    choose between a null and a string that starts like one. With ``inline``, no string that
+    starts or ends with a newline."""
     if choices is not None:
-        ok = [v for v in choices if not any(s in v for s in stops) and not (nulls is not None and _py_nullish(v))]
+        ok = [v for v in choices if not any(s in v for s in stops) and not (nulls is not None and _py_nullish(v))
+              and not (inline and (v.startswith("\n") or v.endswith("\n")))]
         ok += list(nulls or ())
         if not ok:
             raise _Unforceable("has no enum value that can be written")
         return _alternatives([_lark_string(v + close) for v in ok])
-    lexeme = _string_lexeme(schema.get("minLength", 0), schema.get("maxLength"), stops, nulls is not None)
+    lexeme = _string_lexeme(schema.get("minLength", 0), schema.get("maxLength"), stops, nulls is not None, inline)
     if nulls:
         lexeme = f"({lexeme} | {' | '.join(map(_lark_string, nulls))})"
     return g.rule(f"{lexeme} {_lark_string(close)}", terminal=True)

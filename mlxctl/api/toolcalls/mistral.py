@@ -39,10 +39,6 @@ class MistralParser(CallArrayParser):
             self._args = None
         super()._fail(final)
 
-    def _step(self, final: bool) -> bool:
-        step = getattr(self, "_in_" + self._state, None)
-        return step(final) if step else self._array_step(final)
-
     def _in_text(self, final: bool) -> bool:
         return self._block_start(MARKER, "start", final)
 

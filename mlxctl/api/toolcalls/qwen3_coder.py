@@ -31,7 +31,6 @@ FUNCTION = "<function="
 FUNCTION_END = "</function>"
 PARAMETER = "<parameter="
 PARAMETER_END = "</parameter>"
-_VALUE_ENDS = (PARAMETER_END, PARAMETER, FUNCTION_END, END)
 
 
 def _strip_layout(value: str) -> str:
@@ -42,12 +41,33 @@ def _strip_layout(value: str) -> str:
 
 
 class Qwen3CoderParser(ValuesBlockParser):
+    """The format's tags are class attributes: Seed-OSS and MiniMax-M2 write the same structure
+    under other tags (:mod:`~mlxctl.api.toolcalls.seed_oss`, :mod:`~mlxctl.api.toolcalls.minimax_m2`)."""
+
     name: ClassVar[str] = "qwen3_coder"
+    START: ClassVar[str] = START
+    END: ClassVar[str] = END
+    FUNCTION: ClassVar[str] = FUNCTION
+    FUNCTION_END: ClassVar[str] = FUNCTION_END
+    PARAMETER: ClassVar[str] = PARAMETER
+    PARAMETER_END: ClassVar[str] = PARAMETER_END
     _end = END
 
     def __init__(self, tools: list[dict] | None = None):
         super().__init__(tools)
         self._param = ""
+        self._value_ends = (self.PARAMETER_END, self.PARAMETER, self.FUNCTION_END, self.END)
+
+    @classmethod
+    def tag_text(cls, name: str) -> str:
+        """A name as a tag writes it, after ``<function=`` or ``<parameter=``."""
+        return name
+
+    @classmethod
+    def read_name(cls, text: str) -> str | None:
+        """The name a tag holds (``text`` is what comes before its ``>``); None if malformed."""
+        name = text.strip()
+        return None if not name or "<" in name or "\n" in name else name
 
     def _tag_name(self, prefix: str, final: bool) -> str | None | bool:
         """Read ``prefix NAME>`` at the buffer start: NAME, False to wait, None if malformed."""
@@ -55,20 +75,20 @@ class Qwen3CoderParser(ValuesBlockParser):
         end = buf.find(">", len(prefix), len(prefix) + MAX_NAME + 1)
         if end == -1:
             return None if final or len(buf) > len(prefix) + MAX_NAME else False
-        name = buf[len(prefix) : end].strip()
-        if not name or "<" in name or "\n" in name:
+        name = self.read_name(buf[len(prefix) : end])
+        if name is None:
             return None
         self._consume(end + 1)
         return name
 
     def _in_text(self, final: bool) -> bool:
-        return self._block_start(START, "function", final)
+        return self._block_start(self.START, "function", final)
 
     def _in_function(self, final: bool) -> bool:
-        tag = self._lead((FUNCTION,), final)
+        tag = self._lead((self.FUNCTION,), final)
         if tag is False:
             return False
-        name = None if tag is None else self._tag_name(FUNCTION, final)
+        name = None if tag is None else self._tag_name(self.FUNCTION, final)
         if name is False:
             return False
         if name is None:
@@ -77,21 +97,21 @@ class Qwen3CoderParser(ValuesBlockParser):
         return True
 
     def _in_params(self, final: bool) -> bool:
-        tag = self._lead((PARAMETER, FUNCTION_END, END), final)
+        tag = self._lead((self.PARAMETER, self.FUNCTION_END, self.END), final)
         if tag is False:
             return False
-        if tag == PARAMETER:
+        if tag == self.PARAMETER:
             return self._open_param(final)
         if tag is None:
             return self._give_up(final)
-        if tag == FUNCTION_END:
-            self._consume(len(FUNCTION_END))
+        if tag == self.FUNCTION_END:
+            self._consume(len(self.FUNCTION_END))
         self._end_call("after")
         return True
 
     def _open_param(self, final: bool) -> bool:
         """``<parameter=NAME>``: the value follows."""
-        return self._then(self._tag_name(PARAMETER, final), final, self._got_param)
+        return self._then(self._tag_name(self.PARAMETER, final), final, self._got_param)
 
     def _got_param(self, param: str) -> None:
         self._param = param
@@ -100,8 +120,8 @@ class Qwen3CoderParser(ValuesBlockParser):
 
     def _value_end(self) -> tuple[int, str] | None:
         """The first tag in the buffer that ends a value (position, tag); None while none has come."""
-        start = max(0, self._searched - len(PARAMETER_END))
-        ends = [(i, t) for t in _VALUE_ENDS if (i := self._buf.find(t, start)) != -1]
+        start = max(0, self._searched - max(map(len, self._value_ends)))
+        ends = [(i, t) for t in self._value_ends if (i := self._buf.find(t, start)) != -1]
         self._searched = 0 if ends else len(self._buf)
         return min(ends) if ends else None
 
@@ -111,18 +131,18 @@ class Qwen3CoderParser(ValuesBlockParser):
             return self._give_up(final) if final else False
         pos, tag = found
         value = self._consume(pos)
-        if tag == PARAMETER_END:
-            self._consume(len(PARAMETER_END))
+        if tag == self.PARAMETER_END:
+            self._consume(len(self.PARAMETER_END))
         self._emit_member(self._param, _strip_layout(value))
         self._state = "params"
         return True
 
     def _in_after(self, final: bool) -> bool:
-        tag = self._expect((END, FUNCTION), final)
+        tag = self._expect((self.END, self.FUNCTION), final)
         if tag is False:
             return False
-        if tag == FUNCTION:
-            self._buf = FUNCTION + self._buf
+        if tag == self.FUNCTION:
+            self._buf = self.FUNCTION + self._buf
             self._raw = []
             self._state = "function"
         else:

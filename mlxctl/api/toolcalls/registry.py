@@ -20,9 +20,12 @@ from mlxctl.api.toolcalls.granite import GraniteParser
 from mlxctl.api.toolcalls.hermes import HermesParser
 from mlxctl.api.toolcalls.kimi_k2 import KimiK2Parser
 from mlxctl.api.toolcalls.llama3_json import Llama3JsonParser
+from mlxctl.api.toolcalls.minimax_m2 import MiniMaxM2Parser
 from mlxctl.api.toolcalls.mistral import MistralParser
+from mlxctl.api.toolcalls.nemotron import NemotronParser
 from mlxctl.api.toolcalls.pythonic import PythonicParser
 from mlxctl.api.toolcalls.qwen3_coder import Qwen3CoderParser
+from mlxctl.api.toolcalls.seed_oss import SeedOssParser
 from mlxctl.errors import BadInputError
 
 _PARSERS: dict[str, type[ToolParser]] = {
@@ -39,6 +42,9 @@ _PARSERS: dict[str, type[ToolParser]] = {
         GemmaParser,
         KimiK2Parser,
         GraniteParser,
+        MiniMaxM2Parser,
+        SeedOssParser,
+        NemotronParser,
     )
 }
 
@@ -49,9 +55,12 @@ _DETECTION: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("kimi_k2", ("<|tool_calls_section_begin|>", "<|tool_call_begin|>")),
     ("deepseek_v3", ("<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>")),
     ("glm4", ("<arg_key>",)),
+    ("minimax_m2", ("<minimax:tool_call>",)),
+    ("seed_oss", ("<seed:tool_call>",)),
     ("qwen3_coder", ("<function=",)),
     ("gemma", ("<|tool_call>", "<start_function_call>")),
     ("granite", ("<|tool_call|>",)),
+    ("nemotron", ("<TOOLCALL>",)),
     ("mistral", ("[TOOL_CALLS]",)),
     ("hermes", ("<tool_call>",)),
     ("llama3_json", ('"parameters": dictionary of argument name', "<|python_tag|>")),

@@ -85,7 +85,19 @@ GPT_OSS = [
      False, "t", "<|start|>assistant<|channel|>commentary to=functions.f"),  # unfinished call: for the tool parser
     ("gpt_oss", "", False, None, None),
 ]
-VECTORS = THINK + DEEPSEEK_R1 + MISTRAL + GRANITE + GPT_OSS
+SEED_OSS = [
+    ("seed_oss", "<seed:think>plan</seed:think>answer", False, "plan", "answer"),
+    ("seed_oss", "<seed:think>\nplan\n</seed:think>\nanswer", False, "plan\n", "answer"),
+    ("seed_oss", ("<seed:think>Let me see.<seed:cot_budget_reflect>I have used 129 tokens, and there are 383 "
+                  "tokens remaining.</seed:cot_budget_reflect>\nDone.</seed:think>Paris."), False,
+     ("Let me see.<seed:cot_budget_reflect>I have used 129 tokens, and there are 383 tokens remaining."
+      "</seed:cot_budget_reflect>\nDone."), "Paris."),  # the budget reflections stay reasoning
+    ("seed_oss", "<seed:think>unfinished", False, "unfinished", None),
+    ("seed_oss", "plan</seed:think>answer", True, "plan", "answer"),
+    ("seed_oss", "<think>x</think>y", False, None, "<think>x</think>y"),  # another format's markers: text
+    ("seed_oss", "answer only <seed:thin", False, None, "answer only <seed:thin"),
+]
+VECTORS = THINK + DEEPSEEK_R1 + MISTRAL + GRANITE + GPT_OSS + SEED_OSS
 
 
 def _ids(vectors):

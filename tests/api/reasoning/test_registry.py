@@ -16,7 +16,7 @@ from mlxctl.errors import BadInputError
 
 
 def test_names_and_get_parser():
-    assert names() == ["think", "deepseek_r1", "gpt_oss", "mistral", "granite"]
+    assert names() == ["think", "deepseek_r1", "gpt_oss", "mistral", "granite", "seed_oss"]
     for name in names():
         parser = get_parser(name)
         assert issubclass(parser, ReasoningParser)
@@ -64,6 +64,21 @@ GRANITE = (
     " write your response after 'Here is my response:' for each user query.\" %}"
 )
 LLAMA = "{{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}"
+SEED_OSS = (  # its thinking-budget branch; it also splits on </think>, so <seed:think> is checked first
+    "{%- if thinking_budget == 0 %}{{ '<seed:bos>assistant\\n<seed:think><seed:cot_budget_reflect>The current "
+    "thinking budget is 0, so I will directly start answering the question.</seed:cot_budget_reflect>\\n"
+    "</seed:think>' }}{%- else %}{{ '<seed:bos>assistant\\n' }}{%- endif %}"
+    "{%- set reasoning = message.content.split('</think>')[0] %}"
+)
+MINIMAX_M2 = (
+    "{%- if '</think>' in content %}{%- set reasoning_content = content.split('</think>')[0] %}{%- endif %}"
+    "{%- if add_generation_prompt -%}{{- ']~b]ai' ~ '\\n' ~ '<think>' ~ '\\n' }}{%- endif -%}"
+)
+NEMOTRON = (  # Nemotron-Nano-9B-v2: thinking on unless the system prompt says /no_think
+    "{%- if '/no_think' in system_content -%}{%- set thinking = false -%}{%- endif -%}"
+    "{%- if add_generation_prompt -%}{%- if thinking -%}{{- '<SPECIAL_11>Assistant\\n<think>\\n' -}}"
+    "{%- else -%}{{- '<SPECIAL_11>Assistant\\n<think></think>' -}}{%- endif -%}{%- endif -%}"
+)
 
 
 @pytest.mark.parametrize(
@@ -76,12 +91,15 @@ LLAMA = "{{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}"
         (GPT_OSS, "gpt_oss"),
         (MAGISTRAL, "mistral"),
         (GRANITE, "granite"),
+        (SEED_OSS, "seed_oss"),
+        (MINIMAX_M2, "think"),
+        (NEMOTRON, "think"),
         (LLAMA, None),
         ("", None),
         (None, None),
     ],
-    ids=["qwen3", "qwq", "deepseek_r1", "deepseek_v31", "gpt_oss", "magistral", "granite", "llama", "empty",
-         "none"],
+    ids=["qwen3", "qwq", "deepseek_r1", "deepseek_v31", "gpt_oss", "magistral", "granite", "seed_oss", "minimax_m2",
+         "nemotron", "llama", "empty", "none"],
 )
 def test_detect_parser(template, expected):
     assert detect_parser(template) == expected
@@ -102,6 +120,12 @@ def test_detect_parser(template, expected):
         ("mistral", "[SYSTEM_PROMPT]use [THINK]...[/THINK][/SYSTEM_PROMPT][INST]hi[/INST]", False),
         ("mistral", "[INST]hi[/INST][THINK]", True),
         ("granite", "<|start_of_role|>assistant<|end_of_role|>", False),
+        ("seed_oss", "<seed:bos>user\nhi<seed:eos><seed:bos>assistant\n", False),
+        ("seed_oss", "<seed:bos>assistant\n<seed:think>", True),
+        ("seed_oss", "<seed:bos>assistant\n<seed:think><seed:cot_budget_reflect>budget 0</seed:cot_budget_reflect>\n"
+                     "</seed:think>", False),  # a budget of 0: closed in the prompt
+        ("think", "]~b]user\nhi[e~[\n]~b]ai\n<think>\n", True),  # MiniMax-M2 opens thinking in the prompt
+        ("think", "<SPECIAL_11>Assistant\n<think></think>", False),  # Nemotron-Nano-9B-v2 with /no_think
     ],
 )
 def test_prompt_opens_reasoning(name, prompt, expected):

@@ -9,7 +9,8 @@ Both directions are sampled:
   vocabulary) decode to texts that the parser reads as calls of the allowed tools whose
   arguments validate against the tool's schema, streamed or not.
 
-The formats that write arguments one by one (pythonic, qwen3_coder, glm4, gemma) narrow what they
+The formats that write arguments one by one (pythonic, qwen3_coder, seed_oss, minimax_m2, glm4, gemma)
+narrow what they
 admit where the format cannot carry a value (documented in ``docs/tools.md``); the samples keep
 within those limits, and the narrowings have tests of their own.
 """
@@ -93,6 +94,8 @@ TRICKY = ["Paris", "São Paulo", 'a "quoted" word', "back\\slash", "two\nlines",
 # values Qwen3-Coder refuses `</` and `<p`, GLM `</`; Gemma's strings stop at their delimiter)
 UNWRITABLE = {
     "qwen3_coder": ("</", "<p"),
+    "seed_oss": ("</", "<p"),
+    "minimax_m2": ("</", "<p"),
     "glm4": ("</",),
     "gemma": ('<|"|>', "<tool_call|>", "<escape>", "<end_function_call>"),
 }
@@ -202,6 +205,17 @@ def render(fmt: str, calls: list[tuple[str, dict]], rng: random.Random) -> str:
     if fmt == "gemma":
         start, (end, quote) = rng.choice(list(GEMMA_MARKERS.items()))
         return "".join(f"{start}call:{n}{gemma_literal(a, quote)}{end}" for n, a in calls)
+    if fmt == "seed_oss":  # one block, a blank line between calls or not
+        return "<seed:tool_call>\n" + rng.choice(["", "\n"]).join(
+            f"<function={n}>\n" + "".join(f"<parameter={k}>{_text(v, rng)}</parameter>\n" for k, v in a.items())
+            + "</function>\n" for n, a in calls) + "</seed:tool_call>"
+    if fmt == "minimax_m2":
+        return "<minimax:tool_call>\n" + "".join(
+            f'<invoke name="{n}">\n' + "".join(f'<parameter name="{k}">{_text(v, rng)}</parameter>\n'
+                                                for k, v in a.items()) + "</invoke>\n" for n, a in calls
+        ) + "</minimax:tool_call>"
+    if fmt == "nemotron":
+        return "<TOOLCALL>" + dumps(objects, rng) + "</TOOLCALL>"
     raise AssertionError(f"no renderer for {fmt}")
 
 
@@ -277,13 +291,30 @@ SPECIFIC_INVALID = {
                                 "</arg_value></tool_call>"),
         "unknown key": "<tool_call>get_weather<arg_key>town</arg_key><arg_value>Paris</arg_value></tool_call>",
     },
+    "seed_oss": {
+        "end tag in a string": ("<seed:tool_call>\n<function=get_weather>\n<parameter=city>Pa</parameter>ris"
+                                "</parameter>\n</function>\n</seed:tool_call>"),
+        "Qwen3-Coder's block": "<tool_call>\n<function=get_time>\n</function>\n</tool_call>",
+        "a string between newlines": ("<seed:tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n"
+                                      "</parameter>\n</function>\n</seed:tool_call>"),
+    },
+    "minimax_m2": {
+        "end tag in a string": ('<minimax:tool_call>\n<invoke name="get_weather">\n<parameter name="city">Pa'
+                                "</invoke>ris</parameter>\n</invoke>\n</minimax:tool_call>"),
+        "an unquoted name": ("<minimax:tool_call>\n<invoke name=get_weather>\n<parameter name=\"city\">Paris"
+                             "</parameter>\n</invoke>\n</minimax:tool_call>"),
+    },
+    "nemotron": {
+        "no closing marker": '<TOOLCALL>[{"name": "get_time", "arguments": {}}]',
+        "empty array": "<TOOLCALL>[]</TOOLCALL>",
+    },
     "gemma": {
         "delimiter in a string": '<|tool_call>call:get_weather{city:<|"|>Pa<|"|>ris<|"|>}<tool_call|>',
         "the other layout's delimiter": "<|tool_call>call:get_weather{city:<escape>Paris<escape>}<tool_call|>",
         "string for a number": '<|tool_call>call:get_weather{city:<|"|>Paris<|"|>,days:<|"|>3<|"|>}<tool_call|>',
     },
 }
-TEXT_VALUED = ("qwen3_coder", "glm4")  # a number written for a string is the string's text there
+TEXT_VALUED = ("qwen3_coder", "seed_oss", "minimax_m2", "glm4")  # a number written for a string is its text there
 
 
 def _invalid(fmt: str, rng: random.Random) -> dict[str, str]:
@@ -332,8 +363,9 @@ def test_whitespace_inside_the_arguments_is_bounded(fmt, tokenizer):
                 spaced = text.replace(point, f"{gap}{point}", 1)
             else:
                 spaced = re.sub(r"\[\s*1", lambda _: f"[{gap}1", text, count=1)  # noqa: B023
-            if point == '"city"' and spaced == text:  # the formats that do not write arguments as JSON
-                assert fmt in ("pythonic", "qwen3_coder", "glm4", "gemma"), text
+            # the formats that do not write arguments as JSON (MiniMax-M2's `"city"` is its tag's name)
+            if point == '"city"' and (spaced == text or fmt == "minimax_m2"):
+                assert fmt in TEXT_FORMATS, text
                 continue
             assert accepts(tokenizer, grammar, spaced) is ok, spaced
 
@@ -343,7 +375,8 @@ def test_whitespace_inside_the_arguments_is_bounded(fmt, tokenizer):
 CLOSERS = frozenset('"}]')
 # what ends a value, a call or a block in some format: a walk steered to finish completes them
 ENDINGS = ('"', "}", "]", ")", "\n</parameter>\n", "</function>\n</tool_call>", "</arg_value>", "</tool_call>",
-           '<|"|>', "<tool_call|>", "<escape>", "<end_function_call>")
+           '<|"|>', "<tool_call|>", "<escape>", "<end_function_call>", "</parameter>\n",
+           "</function>\n</seed:tool_call>", "</invoke>\n</minimax:tool_call>", "]</TOOLCALL>")
 
 
 class _Vocab:
@@ -482,7 +515,7 @@ ODD = {
 # `y` is required but not a property: any value goes (a string, as the grammars write it)
 LOOSE = {"type": "object", "properties": {"x": {"type": "string"}}, "required": ["x", "y"]}
 ODD_TOOLS = [_tool("odd", ODD), _tool("loose", LOOSE)]
-TEXT_FORMATS = ("pythonic", "qwen3_coder", "glm4", "gemma")
+TEXT_FORMATS = ("pythonic", "qwen3_coder", "seed_oss", "minimax_m2", "glm4", "gemma")
 
 
 @pytest.mark.parametrize("fmt", TEXT_FORMATS)
@@ -497,6 +530,16 @@ def _q(params: str) -> str:
 
 def _qp(**values) -> str:
     return "".join(f"<parameter={k.replace('_', '-')}>\n{v}\n</parameter>\n" for k, v in values.items())
+
+
+def _seed(**values) -> str:
+    params = "".join(f"<parameter={k.replace('_', '-')}>{v}</parameter>\n" for k, v in values.items())
+    return f"<seed:tool_call>\n<function=odd>\n{params}</function>\n</seed:tool_call>"
+
+
+def _mm(**values) -> str:
+    return '<minimax:tool_call>\n<invoke name="odd">\n' + "".join(
+        f'<parameter name="{k}">{v}</parameter>\n' for k, v in values.items()) + "</invoke>\n</minimax:tool_call>"
 
 
 def _glm(**values) -> str:
@@ -535,6 +578,16 @@ NARROWINGS = [
      {**BASE, "anything": "</div>"}),
     ("qwen3_coder", _q(_qp(note="hi", unit="c", either=7, dash_key=2.5, fixed="yes")), {**BASE, "dash-key": 2.5}),
     ("qwen3_coder", _q(_qp(note="hi", unit="c", either=7, code="ABC", fixed="yes")), None),  # a pattern
+    ("seed_oss", _seed(note="None", unit="c", either=5, fixed="yes"), {**BASE, "note": None, "either": 5}),
+    ("seed_oss", _seed(note="a\nb", unit="c", either="True", fixed="yes"), {**BASE, "note": "a\nb", "either": True}),
+    ("seed_oss", _seed(note="\nhi", unit="c", either=7, fixed="yes"), None),  # a newline at its edge is layout
+    ("seed_oss", _seed(note="hi\n", unit="c", either=7, fixed="yes"), None),
+    ("seed_oss", _seed(note="hi", unit="a</parameter>b", either=7, fixed="yes"), None),
+    ("minimax_m2", _mm(note="hi ", unit="c", either=7, fixed="yes"), {**BASE, "note": "hi "}),
+    ("minimax_m2", _mm(note="hi", unit="c", free='{"k": [1, "a<b"]}', either=7, fixed="yes"),
+     {**BASE, "free": {"k": [1, "a<b"]}}),
+    ("minimax_m2", _mm(note="hi", unit="c", free='{"k": "</invoke>"}', either=7, fixed="yes"), None),
+    ("minimax_m2", _mm(note=" nULl ", unit="c", either=7, fixed="yes"), None),  # null as a string: no
     ("glm4", _glm(note="x</b", unit="c", either=5, fixed="yes"), {**BASE, "note": "x</b", "either": 5}),
     ("glm4", _glm(note="hi", unit="a</parameter>b", either=7, fixed="yes"), {**BASE, "unit": "a</parameter>b"}),
     # the parser converts by the parameter's own schema: through a $ref it sees no type, so text
@@ -570,6 +623,8 @@ def test_what_text_valued_grammars_admit(fmt, text, arguments, tokenizer):
 UNWRITABLE_TOOLS = {  # a tool whose required parameter the format cannot write
     "pythonic": ({"class": {"type": "string"}}, ["'bad'", "parameter 'class'", "not a Python identifier"]),
     "qwen3_coder": ({"v": {"type": ["string", "integer"]}}, ["parameter 'v'", "mixes strings"]),
+    "seed_oss": ({"v": {"type": ["string", "integer"]}}, ["parameter 'v'", "mixes strings"]),
+    "minimax_m2": ({'say "v"': {"type": "string"}}, ["parameter 'say \"v\"'", "cannot be written in a tag"]),
     "glm4": ({"v": {"type": "string", "pattern": "^a"}}, ["parameter 'v'", "pattern"]),
     "gemma": ({"v": {"type": "array", "items": {"type": "integer"}, "uniqueItems": True}}, ["uniqueItems"]),
 }

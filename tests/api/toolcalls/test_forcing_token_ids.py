@@ -30,6 +30,9 @@ MARKERS = {
     "pythonic": ["<|python_start|>", "<|python_end|>"],
     "glm4": ["<tool_call>", "</tool_call>", "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>"],
     "gemma": ["<start_function_call>", "<end_function_call>", "<escape>", "<|tool_call>", "<tool_call|>", '<|"|>'],
+    "minimax_m2": ["<minimax:tool_call>", "</minimax:tool_call>"],
+    "seed_oss": ["<seed:tool_call>", "</seed:tool_call>"],
+    "nemotron": ["<TOOLCALL>", "</TOOLCALL>"],
 }
 ALL = sorted({m for markers in MARKERS.values() for m in markers})
 

@@ -503,6 +503,148 @@ VECTORS = [
         None,
         [(W, {"city": UNI})],
     ),
+    # -- minimax_m2 ---------------------------------------------------------------------------
+    (
+        "minimax_m2",
+        (
+            '<minimax:tool_call>\n<invoke name="get_weather">\n<parameter name="city">Paris</parameter>\n'
+            '<parameter name="days">3</parameter>\n<parameter name="metric">true</parameter>\n'
+            '<parameter name="tags">["a", "b"]</parameter>\n</invoke>\n</minimax:tool_call>'
+        ),
+        None,
+        [(W, {"city": "Paris", "days": 3, "metric": True, "tags": ["a", "b"]})],
+    ),
+    (
+        "minimax_m2",
+        (
+            'Let me look.\n<minimax:tool_call>\n<invoke name="get_time">\n</invoke>\n'
+            "<invoke name='get_weather'>\n<parameter name=city>Oslo</parameter>\n</invoke>\n</minimax:tool_call>"
+        ),
+        "Let me look.\n",
+        [(T, {}), (W, {"city": "Oslo"})],
+    ),
+    (
+        "minimax_m2",
+        'Write <invoke name="x"> and <parameter name="y"> like this.',
+        'Write <invoke name="x"> and <parameter name="y"> like this.',
+        [],
+    ),
+    (
+        "minimax_m2",
+        '<minimax:tool_call>\n<invoke name="get_weather>\n</invoke>\n</minimax:tool_call> done',
+        '<minimax:tool_call>\n<invoke name="get_weather>\n</invoke>\n</minimax:tool_call> done',
+        [],
+    ),
+    (
+        "minimax_m2",
+        '<minimax:tool_call>\n<invoke name="get_weather">\n<parameter name="city">Paris',
+        '<minimax:tool_call>\n<invoke name="get_weather">\n<parameter name="city">Paris',
+        [],
+    ),
+    (
+        "minimax_m2",
+        (
+            '<minimax:tool_call><invoke name="get_weather"><parameter name="city">\nZürich "Altstadt" 東京 é\\\n'
+            '</parameter><parameter name="opts">{"code": "print(\\"hi\\")\\n"}</parameter></invoke>'
+            "</minimax:tool_call>"
+        ),
+        None,
+        [(W, {"city": UNI, "opts": {"code": 'print("hi")\n'}})],
+    ),
+    # -- seed_oss -----------------------------------------------------------------------------
+    (
+        "seed_oss",
+        (
+            "<seed:tool_call>\n<function=get_weather>\n<parameter=city>Paris</parameter>\n"
+            "<parameter=days>3</parameter>\n<parameter=metric>True</parameter>\n"
+            "<parameter=tags>['a', 'b']</parameter>\n</function>\n</seed:tool_call>"
+        ),
+        None,
+        [(W, {"city": "Paris", "days": 3, "metric": True, "tags": ["a", "b"]})],
+    ),
+    (
+        "seed_oss",
+        (
+            "I will check both.\n<seed:tool_call>\n<function=get_time>\n</function>\n\n"
+            "<function=get_weather>\n<parameter=city>\nline 1\n\nline 3\n</parameter>\n</function>\n"
+            "</seed:tool_call>"
+        ),
+        "I will check both.\n",
+        [(T, {}), (W, {"city": "line 1\n\nline 3"})],
+    ),
+    (
+        "seed_oss",
+        "<tool_call>\n<function=get_time>\n</function>\n</tool_call>",  # Qwen3-Coder's block: text here
+        "<tool_call>\n<function=get_time>\n</function>\n</tool_call>",
+        [],
+    ),
+    (
+        "seed_oss",
+        "<seed:tool_call>\nget_weather(city='Paris')\n</seed:tool_call> done",
+        "<seed:tool_call>\nget_weather(city='Paris')\n</seed:tool_call> done",
+        [],
+    ),
+    (
+        "seed_oss",
+        "<seed:tool_call>\n<function=get_weather>\n<parameter=city>Paris</parameter>\n",
+        "<seed:tool_call>\n<function=get_weather>\n<parameter=city>Paris</parameter>\n",
+        [],
+    ),
+    (
+        "seed_oss",
+        (
+            '<seed:tool_call>\n<function=get_weather>\n<parameter=city>Zürich "Altstadt" 東京 é\\</parameter>\n'
+            "<parameter=days>many</parameter>\n</function>\n</seed:tool_call>"
+        ),
+        None,
+        [(W, {"city": UNI, "days": "many"})],
+    ),
+    # -- nemotron -----------------------------------------------------------------------------
+    (
+        "nemotron",
+        '<TOOLCALL>[{"name": "get_weather", "arguments": {"city": "Paris"}}]</TOOLCALL>',
+        None,
+        [(W, {"city": "Paris"})],
+    ),
+    (
+        "nemotron",
+        (
+            'Sure.\n\n<TOOLCALL>[{"name": "get_weather", "arguments": {"city": "Paris", "days": 2}}, '
+            '{"name": "get_time", "arguments": {}}]</TOOLCALL>\nDone.'
+        ),
+        "Sure.\n\n\nDone.",
+        [(W, {"city": "Paris", "days": 2}), (T, {})],
+    ),
+    (
+        "nemotron",
+        '<TOOLCALL>{"name": "get_time", "arguments": {}}</TOOLCALL>',
+        None,
+        [(T, {})],
+    ),
+    (
+        "nemotron",
+        '[{"name": "get_time", "arguments": {}}] <TOOLCALL',
+        '[{"name": "get_time", "arguments": {}}] <TOOLCALL',
+        [],
+    ),
+    (
+        "nemotron",
+        '<TOOLCALL>[{"name": "get_time", "arguments": {"tz": UTC}}]</TOOLCALL> Sorry.',
+        '<TOOLCALL>[{"name": "get_time", "arguments": {"tz": UTC}}]</TOOLCALL> Sorry.',
+        [],
+    ),
+    (
+        "nemotron",
+        '<TOOLCALL>[{"name": "get_weather", "arguments": {"city": "Par',
+        '<TOOLCALL>[{"name": "get_weather", "arguments": {"city": "Par',
+        [],
+    ),
+    (
+        "nemotron",
+        '<TOOLCALL>[{"name": "get_weather", "arguments": {"city": "Zürich \\"Altstadt\\" 東京 \\u00e9\\\\"}}]',
+        None,
+        [(W, {"city": UNI})],
+    ),
 ]
 
 

@@ -28,6 +28,9 @@ FORMATS = [
     "gemma",
     "kimi_k2",
     "granite",
+    "minimax_m2",
+    "seed_oss",
+    "nemotron",
 ]
 
 
@@ -110,12 +113,46 @@ TEMPLATES = {
         "{%- if message['role'] == 'assistant_tool_call' %}{{- '<|start_of_role|>assistant"
         "<|end_of_role|><|tool_call|>' + message['content'] + '<|end_of_text|>\\n' }}{%- endif %}"
     ),
+    "minimax_m2": (
+        "{%- set toolcall_begin_token = '<minimax:tool_call>' -%}{%- set toolcall_end_token = "
+        "'</minimax:tool_call>' -%}{{- '\\n' ~ toolcall_begin_token ~ '\\n' }}{%- for tool_call in "
+        "message.tool_calls -%}{{- '<invoke name=\"' + tool_call.name + '\">' }}{%- for k, v in _args.items() %}"
+        "{{- '<parameter name=\"' + k + '\">' }}{{- v | tojson(ensure_ascii=False) if v is not string else v }}"
+        "{{- '</parameter>' }}{% endfor %}{{- '</invoke>' ~ '\\n' }}{%- endfor -%}{{- toolcall_end_token }}"
+        "{%- if add_generation_prompt -%}{{- ']~b]ai' ~ '\\n' ~ '<think>' ~ '\\n' }}{%- endif -%}"
+    ),
+    "seed_oss": (
+        "{%- if message.tool_calls %}{%- for tool_call in message.tool_calls %}{{ '\\n<seed:tool_call>\\n"
+        "<function=' + tool_call.function.name + '>\\n' }}{%- for k, v in arguments.items() %}"
+        "{{ '<parameter=' + k + '>' + v | string + '</parameter>\\n' }}{%- endfor %}"
+        "{{ '</function>\\n</seed:tool_call>' }}{%- endfor %}{%- endif %}"
+        "{{ bos_token + 'assistant\\n' }}{%- if thinking_budget == 0 %}{{ '<seed:think><seed:cot_budget_reflect>"
+        "The current thinking budget is 0.</seed:cot_budget_reflect>\\n</seed:think>' }}{%- endif %}"
+    ),
+    "nemotron": (  # Nemotron-Nano-9B-v2
+        "{%- elif message['role'] == 'assistant' -%}{%- if '</think>' in content -%}{%- set content = "
+        "content.split('</think>')[1].strip() %}{%- endif -%}{{- '<SPECIAL_11>Assistant\\n' + content.strip() }}"
+        "{%- if message.tool_calls -%}{{- '<TOOLCALL>[' -}}{%- for call in message.tool_calls -%}"
+        "{{- '{\"name\": \"' + fn.name + '\", \"arguments\": ' -}}{{- fn.arguments | tojson -}}"
+        "{{- '}' + (', ' if not loop.last else '') -}}{%- endfor -%}{{- ']</TOOLCALL>' -}}{%- endif -%}"
+    ),
+    # Llama-3.3-Nemotron-Super: a Llama 3 template (its headers, <|python_tag|>) that writes <TOOLCALL>
+    "nemotron_llama": (
+        "{%- elif message['role'] == 'assistant' and message.get('tool_calls') is not none -%}"
+        "{{- '<|start_header_id|>assistant<|end_header_id|>' + '\\n\\n' + '<TOOLCALL>[' -}}"
+        "{%- for tool_call in tool_calls -%}{{ '{' + '\"name\": \"' + tool_call.function.name + "
+        "'\", \"arguments\": ' + tool_call.function.arguments | tojson + '}' }}{%- if not loop.last -%}"
+        "{{ ', ' }}{%- else -%}{{ ']</TOOLCALL>' + '<|eot_id|>' }}{%- endif -%}{%- endfor -%}"
+        "{%- set tool_response = '<TOOL_RESPONSE>[' + message['content'] | trim + ']</TOOL_RESPONSE>' -%}"
+        "{{- '<|python_tag|>' if builtin_tools is defined else '' }}"
+    ),
 }
+DETECTED_AS = {"nemotron_llama": "nemotron"}
 
 
 @pytest.mark.parametrize("expected", sorted(TEMPLATES))
 def test_detect_parser(expected):
-    assert detect_parser(TEMPLATES[expected]) == expected
+    assert detect_parser(TEMPLATES[expected]) == DETECTED_AS.get(expected, expected)
 
 
 @pytest.mark.parametrize(

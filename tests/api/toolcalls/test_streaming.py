@@ -29,6 +29,9 @@ START_MARKERS = {
     ],
     "gemma": ["<|tool_call>", "<start_function_call>"],
     "gpt_oss": ["<|start|>", "<|channel|>"],
+    "minimax_m2": ["<minimax:tool_call>"],
+    "seed_oss": ["<seed:tool_call>"],
+    "nemotron": ["<TOOLCALL>"],
 }
 
 
@@ -85,6 +88,15 @@ PARTIAL = {
         "<tool_call>get_weather<arg_key>city</arg_key><arg_value>Paris</arg_value><arg_key>da",
         '{"city": "Paris"',
     ),
+    "minimax_m2": (
+        '<minimax:tool_call>\n<invoke name="get_weather">\n<parameter name="city">Paris</parameter>\n<para',
+        '{"city": "Paris"',
+    ),
+    "seed_oss": (
+        "<seed:tool_call>\n<function=get_weather>\n<parameter=city>Paris</parameter>\n<parameter=da",
+        '{"city": "Paris"',
+    ),
+    "nemotron": ('<TOOLCALL>[{"name": "get_weather", "arguments": {"city": "Par', '{"city": "Par'),
 }
 
 
@@ -214,6 +226,13 @@ def _xml_value(value):
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
 
 
+def _inline_value(value):
+    """A value as Seed-OSS and MiniMax-M2 write it: inline, or between newlines when it starts or
+    ends with one (their parsers drop one newline at each end as layout)."""
+    text = _xml_value(value)
+    return f"\n{text}\n" if text.startswith("\n") or text.endswith("\n") else text
+
+
 def render(fmt, args):
     """One call of get_weather with ``args``, written in format ``fmt`` (None: not writable)."""
     j = json.dumps(args, ensure_ascii=False)
@@ -256,6 +275,14 @@ def render(fmt, args):
         return f"<tool_call>get_weather{params}</tool_call>"
     if fmt == "gemma":
         return "<|tool_call>call:get_weather" + _gemma_value(args) + "<tool_call|>"
+    if fmt == "minimax_m2":
+        params = "".join(f'<parameter name="{k}">{_inline_value(v)}</parameter>\n' for k, v in args.items())
+        return f'<minimax:tool_call>\n<invoke name="get_weather">\n{params}</invoke>\n</minimax:tool_call>'
+    if fmt == "seed_oss":
+        params = "".join(f"<parameter={k}>{_inline_value(v)}</parameter>\n" for k, v in args.items())
+        return f"<seed:tool_call>\n<function=get_weather>\n{params}</function>\n</seed:tool_call>"
+    if fmt == "nemotron":
+        return '<TOOLCALL>[{"name": "get_weather", "arguments": ' + j + "}]</TOOLCALL>"
     raise AssertionError(fmt)
 
 
@@ -277,6 +304,8 @@ def _writable(fmt, args):
     forbidden = {
         "qwen3_coder": ["</parameter>", "<parameter=", "</function>", "</tool_call>"],
         "glm4": ["</arg_value>"],
+        "minimax_m2": ["</parameter>", "<parameter name=", "</invoke>", "</minimax:tool_call>"],
+        "seed_oss": ["</parameter>", "<parameter=", "</function>", "</seed:tool_call>"],
         "gemma": ['<|"|>', "<tool_call|>"],
     }.get(fmt, [])
     return not any(f in s for s in strings for f in forbidden)

@@ -38,6 +38,11 @@ def calls_in(fmt: str, days: str) -> str:
         "pythonic": f"[get_weather(city='Paris', days={value!r})]",
         "gemma": '<|tool_call>call:get_weather{city:<|"|>Paris<|"|>,days:'
                  + (f"{value}" if isinstance(value, int) else f'<|"|>{value}<|"|>') + "}<tool_call|>",
+        "minimax_m2": '<minimax:tool_call>\n<invoke name="get_weather">\n<parameter name="city">Paris</parameter>\n'
+                      f'<parameter name="days">{value}</parameter>\n</invoke>\n</minimax:tool_call>',
+        "seed_oss": "<seed:tool_call>\n<function=get_weather>\n<parameter=city>Paris</parameter>\n"
+                    f"<parameter=days>{value}</parameter>\n</function>\n</seed:tool_call>",
+        "nemotron": f'<TOOLCALL>[{{"name": "get_weather", "arguments": {args}}}]</TOOLCALL>',
     }[fmt]
 
 
@@ -45,6 +50,8 @@ TIME_CALL = {  # a call of the non-strict tool after the strict one, where the f
     "hermes": '\n<tool_call>\n{"name": "get_time", "arguments": {}}\n</tool_call>',
     "mistral": "[TOOL_CALLS]get_time[ARGS]{}",
     "glm4": "<tool_call>get_time</tool_call>",
+    "seed_oss": "\n<seed:tool_call>\n<function=get_time>\n</function>\n</seed:tool_call>",
+    "nemotron": '<TOOLCALL>[{"name": "get_time", "arguments": {}}]</TOOLCALL>',
 }
 
 
