@@ -29,7 +29,7 @@ def marker_engine(smollm2, tmp_path_factory):
 
     root = tmp_path_factory.mktemp("marker-model")
     tokenizer = PreTrainedTokenizerFast.from_pretrained(str(smollm2.path))
-    tokenizer.add_tokens(["<tool_call>", "</tool_call>"])
+    tokenizer.add_tokens(["<tool_call>", "</tool_call>", "<think>", "</think>"])
     tokenizer.save_pretrained(root / "tokenizer")
     (root / "config.json").write_text(json.dumps(TINY))
     engine = Engine(lambda: load_dummy(str(root), root / "tokenizer", "float32")).start()
@@ -47,3 +47,18 @@ def test_a_required_call_is_made_with_the_marker_token(marker_engine):
     call = r.choices[0].message.tool_calls[0]
     assert r.choices[0].finish_reason == "tool_calls" and len(r.choices[0].message.tool_calls) == 1
     assert call.function.name == "get_time" and json.loads(call.function.arguments) == {}
+
+
+def test_a_required_call_after_thinking_is_made_with_the_think_tokens(marker_engine):
+    """Qwen3's ``<think>``/``</think>`` are added tokens too: the thinking grammar asks for them
+    by id. The budget makes the thinking block, and so both marker tokens, part of the answer of
+    random weights (a model closing its thinking itself, the case that failed before, is in
+    tests/api/test_thinking_token_markers.py)."""
+    with served(marker_engine, reasoning_parser="think") as url:
+        r = openai_client(url).chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": "What time is it?"}], max_tokens=200,
+            tools=[TOOL], tool_choice="required", extra_body={"thinking_budget": 4})
+    message = r.choices[0].message
+    assert r.choices[0].finish_reason == "tool_calls" and len(message.tool_calls) == 1
+    assert message.tool_calls[0].function.name == "get_time"
+    assert getattr(message, "reasoning_content", None)  # the thinking came back as reasoning
