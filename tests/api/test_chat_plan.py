@@ -635,6 +635,27 @@ def test_every_split_gives_the_same_result(text):
         assert [streamed[2][i] for i in sorted(streamed[2])] == [(c.name, c.arguments) for c in result.calls]
 
 
+GEMMA4_THOUGHT_AND_CALL = ('<|channel>thought\nThe user wants <|tool_call> the weather.<channel|>'
+                           '<|tool_call>call:get_weather{city:<|"|>Paris<|"|>}<tool_call|>')
+
+
+@pytest.mark.parametrize("text", [GEMMA4_THOUGHT_AND_CALL, "<|channel>thought\nShort.<channel|>It is 4.", "No thought."])
+def test_gemma4_thinking_and_calls_at_every_split(text):
+    from mlxctl.api.reasoning import Gemma4Parser
+    from mlxctl.api.toolcalls.gemma import GemmaParser
+
+    def gemma4() -> OutputSplitter:
+        return OutputSplitter(Gemma4Parser(), GemmaParser(TOOLS))
+
+    expected = shape(split_all(gemma4(), [text])[1])
+    if text == GEMMA4_THOUGHT_AND_CALL:
+        assert expected == ("The user wants <|tool_call> the weather.", None, [("get_weather", {"city": "Paris"})])
+    for pieces in [[text[:i], text[i:]] for i in range(len(text) + 1)] + [list(text)]:
+        streamed, result = split_all(gemma4(), pieces)
+        assert shape(result) == expected, pieces
+        assert streamed[0] == (result.reasoning or "")
+
+
 def test_a_tool_marker_inside_thinking_is_reasoning():
     _, result = split_all(both(), ["<think>\nhmm <tool_call> is not a call in here\n</think>Done."])
     assert shape(result) == ("hmm <tool_call> is not a call in here\n", "Done.", [])

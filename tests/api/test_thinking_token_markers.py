@@ -28,7 +28,8 @@ THINKING = {
     "mistral": "[THINK]The weather, then.[/THINK]\n",
     "gemma4": "<|channel>thought\nThe weather, then.<channel|>",
 }
-MARKERS = ["<think>", "</think>", "[THINK]", "[/THINK]", "<|channel>", "<channel|>", "<tool_call>", "</tool_call>"]
+MARKERS = ["<think>", "</think>", "[THINK]", "[/THINK]", "<|channel>", "<channel|>", "<tool_call>", "</tool_call>",
+           "<|tool_call>", "<tool_call|>", '<|"|>']
 
 
 @pytest.fixture(scope="module")
@@ -116,3 +117,14 @@ def test_a_harmony_analysis_ends_at_the_end_token(smollm2):
     text = ('<|channel|>analysis<|message|>Weather in Paris.<|end|><|start|>assistant'
             '<|channel|>commentary to=functions.get_weather <|constrain|>json<|message|>{"city": "Paris"}')
     assert _follows(tokenizer, cp.constraint_for(plan, False), text)
+
+
+@pytest.mark.parametrize("opened", [False, True])
+def test_a_forced_gemma_call_after_gemma4_thinking(opened, tokenizer):
+    """Gemma 4: its thought channel, then its own call syntax, every marker one token."""
+    plan = cp.make_plan(ModelFormats("gemma", "gemma4", True), [WEATHER], ToolChoice("required"), None)
+    text = THINKING["gemma4"] + '<|tool_call>call:get_weather{city:<|"|>Paris<|"|>}<tool_call|>'
+    if opened:
+        text = text.removeprefix(_opener("gemma4"))
+    _as_tokens(tokenizer, text)
+    assert _follows(tokenizer, cp.constraint_for(plan, opened), text), text

@@ -5,8 +5,9 @@ model's chat template (:func:`detect_parser`); :func:`prompt_opens_reasoning` te
 rendered prompt already opened thinking, which the parser must know (``starts_in_reasoning``).
 
 Formats: ``think`` (``<think>...</think>``), ``deepseek_r1`` (the same, always starting in
-reasoning), ``gpt_oss`` (Harmony channels), ``mistral`` (``[THINK]...[/THINK]``) and ``granite``
-(``Here is my thought process:`` / ``Here is my response:``). :class:`ThinkingBudget` caps thinking
+reasoning), ``gpt_oss`` (Harmony channels), ``mistral`` (``[THINK]...[/THINK]``), ``granite``
+(``Here is my thought process:`` / ``Here is my response:``) and ``gemma4``
+(``<|channel>thought ... <channel|>``). :class:`ThinkingBudget` caps thinking
 tokens. Each module's docstring gives the exact rules of its format.
 """
 
@@ -14,10 +15,11 @@ from mlxctl.api.reasoning.base import ReasoningDelta, ReasoningParser
 from mlxctl.api.reasoning.budget import ThinkingBudget
 from mlxctl.api.reasoning.harmony import GptOssParser
 from mlxctl.api.reasoning.registry import detect_parser, get_parser, names, prompt_opens_reasoning
-from mlxctl.api.reasoning.tagged import DeepSeekR1Parser, GraniteParser, MistralParser, ThinkParser
+from mlxctl.api.reasoning.tagged import DeepSeekR1Parser, Gemma4Parser, GraniteParser, MistralParser, ThinkParser
 
 __all__ = [
     "DeepSeekR1Parser",
+    "Gemma4Parser",
     "GptOssParser",
     "GraniteParser",
     "MistralParser",

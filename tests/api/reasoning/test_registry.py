@@ -16,7 +16,7 @@ from mlxctl.errors import BadInputError
 
 
 def test_names_and_get_parser():
-    assert names() == ["think", "deepseek_r1", "gpt_oss", "mistral", "granite"]
+    assert names() == ["think", "deepseek_r1", "gpt_oss", "mistral", "granite", "gemma4"]
     for name in names():
         parser = get_parser(name)
         assert issubclass(parser, ReasoningParser)
@@ -64,6 +64,11 @@ GRANITE = (
     " write your response after 'Here is my response:' for each user query.\" %}"
 )
 LLAMA = "{{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}"
+GEMMA4 = (
+    "{%- if enable_thinking is defined and enable_thinking -%}{{- '<|think|>\\n' -}}{%- endif -%}"
+    "{{- '<|turn>model\\n' -}}{%- if message.tool_calls -%}{{- '<|tool_call>call:' + name -}}{%- endif -%}"
+    "{%- if add_generation_prompt and not enable_thinking -%}{{- '<|channel>thought\\n<channel|>' -}}{%- endif -%}"
+)
 
 
 @pytest.mark.parametrize(
@@ -77,10 +82,11 @@ LLAMA = "{{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}"
         (MAGISTRAL, "mistral"),
         (GRANITE, "granite"),
         (LLAMA, None),
+        (GEMMA4, "gemma4"),
         ("", None),
         (None, None),
     ],
-    ids=["qwen3", "qwq", "deepseek_r1", "deepseek_v31", "gpt_oss", "magistral", "granite", "llama", "empty",
+    ids=["qwen3", "qwq", "deepseek_r1", "deepseek_v31", "gpt_oss", "magistral", "granite", "llama", "gemma4", "empty",
          "none"],
 )
 def test_detect_parser(template, expected):
@@ -102,6 +108,9 @@ def test_detect_parser(template, expected):
         ("mistral", "[SYSTEM_PROMPT]use [THINK]...[/THINK][/SYSTEM_PROMPT][INST]hi[/INST]", False),
         ("mistral", "[INST]hi[/INST][THINK]", True),
         ("granite", "<|start_of_role|>assistant<|end_of_role|>", False),
+        ("gemma4", "<|turn>user\nhi<turn|>\n<|turn>model\n", False),
+        ("gemma4", "<|turn>model\n<|channel>thought\n<channel|>", False),  # thinking off: an empty channel
+        ("gemma4", "<|turn>model\n<|channel>thought\n", True),
     ],
 )
 def test_prompt_opens_reasoning(name, prompt, expected):
