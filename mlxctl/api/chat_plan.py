@@ -19,8 +19,8 @@ from mlxctl.errors import BadInputError
 
 TOOL_MODES = ("none", "auto", "required", "named")
 # formats whose markers are special tokens in their models' vocabularies: the text must keep them
-SPECIAL_TOKEN_FORMATS = frozenset({"gpt_oss", "kimi_k2", "deepseek_v3", "deepseek_r1", "mistral", "granite", "gemma",
-                                   "gemma4"})
+SPECIAL_TOKEN_FORMATS = frozenset({"gpt_oss", "kimi_k2", "deepseek_v3", "deepseek_v32", "deepseek_r1", "mistral",
+                                   "granite", "gemma", "gemma4"})
 
 
 @dataclass(frozen=True)

@@ -95,6 +95,7 @@ UNWRITABLE = {
     "qwen3_coder": ("</", "<p"),
     "glm4": ("</",),
     "gemma": ('<|"|>', "<tool_call|>", "<escape>", "<end_function_call>"),
+    "deepseek_v32": ("</",),
 }
 
 
@@ -202,7 +203,18 @@ def render(fmt: str, calls: list[tuple[str, dict]], rng: random.Random) -> str:
     if fmt == "gemma":
         start, (end, quote) = rng.choice(list(GEMMA_MARKERS.items()))
         return "".join(f"{start}call:{n}{gemma_literal(a, quote)}{end}" for n, a in calls)
+    if fmt == "deepseek_v32":
+        return "<｜DSML｜function_calls>\n" + "\n".join(_dsml_invoke(n, a, rng) for n, a in calls) + (
+            "\n</｜DSML｜function_calls>")
     raise AssertionError(f"no renderer for {fmt}")
+
+
+def _dsml_invoke(name: str, arguments: dict, rng: random.Random) -> str:
+    """One call as DeepSeek's V3.2 encoder writes it (strings raw, other values JSON)."""
+    params = "\n".join(f'<｜DSML｜parameter name="{k}" string="{"true" if isinstance(v, str) else "false"}">'
+                       f"{v if isinstance(v, str) else dumps(v, rng)}</｜DSML｜parameter>" for k, v in arguments.items())
+    return f'<｜DSML｜invoke name="{name}">\n{params}\n</｜DSML｜invoke>'
+
 
 
 def _text(value, rng: random.Random) -> str:
@@ -277,6 +289,14 @@ SPECIFIC_INVALID = {
                                 "</arg_value></tool_call>"),
         "unknown key": "<tool_call>get_weather<arg_key>town</arg_key><arg_value>Paris</arg_value></tool_call>",
     },
+    "deepseek_v32": {
+        "a string flagged as JSON": ('<｜DSML｜function_calls>\n<｜DSML｜invoke name="get_weather">\n'
+                                     '<｜DSML｜parameter name="city" string="false">"Paris"</｜DSML｜parameter>\n'
+                                     "</｜DSML｜invoke>\n</｜DSML｜function_calls>"),
+        "end tag in a string": ('<｜DSML｜function_calls>\n<｜DSML｜invoke name="get_weather">\n'
+                                '<｜DSML｜parameter name="city" string="true">a</b</｜DSML｜parameter>\n'
+                                "</｜DSML｜invoke>\n</｜DSML｜function_calls>"),
+    },
     "gemma": {
         "delimiter in a string": '<|tool_call>call:get_weather{city:<|"|>Pa<|"|>ris<|"|>}<tool_call|>',
         "the other layout's delimiter": "<|tool_call>call:get_weather{city:<escape>Paris<escape>}<tool_call|>",
@@ -332,8 +352,8 @@ def test_whitespace_inside_the_arguments_is_bounded(fmt, tokenizer):
                 spaced = text.replace(point, f"{gap}{point}", 1)
             else:
                 spaced = re.sub(r"\[\s*1", lambda _: f"[{gap}1", text, count=1)  # noqa: B023
-            if point == '"city"' and spaced == text:  # the formats that do not write arguments as JSON
-                assert fmt in ("pythonic", "qwen3_coder", "glm4", "gemma"), text
+            if point == '"city"' and (spaced == text or fmt == "deepseek_v32"):  # arguments not as JSON
+                assert fmt in ("pythonic", "qwen3_coder", "glm4", "gemma", "deepseek_v32"), text
                 continue
             assert accepts(tokenizer, grammar, spaced) is ok, spaced
 
@@ -343,7 +363,8 @@ def test_whitespace_inside_the_arguments_is_bounded(fmt, tokenizer):
 CLOSERS = frozenset('"}]')
 # what ends a value, a call or a block in some format: a walk steered to finish completes them
 ENDINGS = ('"', "}", "]", ")", "\n</parameter>\n", "</function>\n</tool_call>", "</arg_value>", "</tool_call>",
-           '<|"|>', "<tool_call|>", "<escape>", "<end_function_call>")
+           '<|"|>', "<tool_call|>", "<escape>", "<end_function_call>", "</｜DSML｜parameter>\n",
+           "</｜DSML｜invoke>", "</｜DSML｜function_calls>")
 
 
 class _Vocab:
@@ -482,7 +503,7 @@ ODD = {
 # `y` is required but not a property: any value goes (a string, as the grammars write it)
 LOOSE = {"type": "object", "properties": {"x": {"type": "string"}}, "required": ["x", "y"]}
 ODD_TOOLS = [_tool("odd", ODD), _tool("loose", LOOSE)]
-TEXT_FORMATS = ("pythonic", "qwen3_coder", "glm4", "gemma")
+TEXT_FORMATS = ("pythonic", "qwen3_coder", "glm4", "gemma", "deepseek_v32")
 
 
 @pytest.mark.parametrize("fmt", TEXT_FORMATS)
@@ -572,6 +593,7 @@ UNWRITABLE_TOOLS = {  # a tool whose required parameter the format cannot write
     "qwen3_coder": ({"v": {"type": ["string", "integer"]}}, ["parameter 'v'", "mixes strings"]),
     "glm4": ({"v": {"type": "string", "pattern": "^a"}}, ["parameter 'v'", "pattern"]),
     "gemma": ({"v": {"type": "array", "items": {"type": "integer"}, "uniqueItems": True}}, ["uniqueItems"]),
+    "deepseek_v32": ({"v": {"type": ["string", "integer"]}}, ["parameter 'v'", "mixes strings"]),
 }
 
 

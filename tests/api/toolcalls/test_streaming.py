@@ -22,6 +22,7 @@ START_MARKERS = {
     "mistral": ["[TOOL_CALLS]"],
     "granite": ["<|tool_call|>"],
     "deepseek_v3": ["<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>"],
+    "deepseek_v32": ["<｜DSML｜function_calls>"],
     "kimi_k2": [
         "<|tool_calls_section_begin|>",
         "<|tool_call_section_begin|>",
@@ -83,6 +84,11 @@ PARTIAL = {
     ),
     "glm4": (
         "<tool_call>get_weather<arg_key>city</arg_key><arg_value>Paris</arg_value><arg_key>da",
+        '{"city": "Paris"',
+    ),
+    "deepseek_v32": (
+        '<｜DSML｜function_calls>\n<｜DSML｜invoke name="get_weather">\n<｜DSML｜parameter name="city" '
+        'string="true">Paris</｜DSML｜parameter>\n<｜DSML｜parameter name="da',
         '{"city": "Paris"',
     ),
 }
@@ -256,6 +262,13 @@ def render(fmt, args):
         return f"<tool_call>get_weather{params}</tool_call>"
     if fmt == "gemma":
         return "<|tool_call>call:get_weather" + _gemma_value(args) + "<tool_call|>"
+    if fmt == "deepseek_v32":
+        params = "\n".join(
+            f'<｜DSML｜parameter name="{k}" string="{str(isinstance(v, str)).lower()}">{_xml_value(v)}</｜DSML｜parameter>'
+            for k, v in args.items()
+        )
+        return (f'<｜DSML｜function_calls>\n<｜DSML｜invoke name="get_weather">\n{params}\n</｜DSML｜invoke>\n'
+                "</｜DSML｜function_calls>")
     raise AssertionError(fmt)
 
 
@@ -278,6 +291,7 @@ def _writable(fmt, args):
         "qwen3_coder": ["</parameter>", "<parameter=", "</function>", "</tool_call>"],
         "glm4": ["</arg_value>"],
         "gemma": ['<|"|>', "<tool_call|>"],
+        "deepseek_v32": ["</｜DSML｜parameter>"],
     }.get(fmt, [])
     return not any(f in s for s in strings for f in forbidden)
 

@@ -38,6 +38,10 @@ def calls_in(fmt: str, days: str) -> str:
         "pythonic": f"[get_weather(city='Paris', days={value!r})]",
         "gemma": '<|tool_call>call:get_weather{city:<|"|>Paris<|"|>,days:'
                  + (f"{value}" if isinstance(value, int) else f'<|"|>{value}<|"|>') + "}<tool_call|>",
+        "deepseek_v32": '<｜DSML｜function_calls>\n<｜DSML｜invoke name="get_weather">\n<｜DSML｜parameter name="city" '
+                        'string="true">Paris</｜DSML｜parameter>\n<｜DSML｜parameter name="days" '
+                        f'string="{str(isinstance(value, str)).lower()}">{value}</｜DSML｜parameter>\n'
+                        "</｜DSML｜invoke>\n</｜DSML｜function_calls>",
     }[fmt]
 
 
