@@ -29,7 +29,7 @@ THINKING = {
     "gemma4": "<|channel>thought\nThe weather, then.<channel|>",
 }
 MARKERS = ["<think>", "</think>", "[THINK]", "[/THINK]", "<|channel>", "<channel|>", "<tool_call>", "</tool_call>",
-           "<|tool_call>", "<tool_call|>", '<|"|>']
+           "<|tool_call>", "<tool_call|>", '<|"|>', "｜DSML｜"]
 
 
 @pytest.fixture(scope="module")
@@ -128,3 +128,13 @@ def test_a_forced_gemma_call_after_gemma4_thinking(opened, tokenizer):
         text = text.removeprefix(_opener("gemma4"))
     _as_tokens(tokenizer, text)
     assert _follows(tokenizer, cp.constraint_for(plan, opened), text), text
+
+
+def test_a_forced_dsml_call_after_deepseek_v32_thinking(tokenizer):
+    """DeepSeek V3.2: ``<think>`` reasoning, then its DSML call, ``｜DSML｜`` one token in each tag."""
+    plan = cp.make_plan(ModelFormats("deepseek_v32", "think", True), [WEATHER], ToolChoice("required"), None)
+    text = (THINKING["think"] + '<｜DSML｜function_calls>\n<｜DSML｜invoke name="get_weather">\n'
+            '<｜DSML｜parameter name="city" string="true">Paris</｜DSML｜parameter>\n</｜DSML｜invoke>\n'
+            "</｜DSML｜function_calls>")
+    _as_tokens(tokenizer, text)
+    assert _follows(tokenizer, cp.constraint_for(plan, False), text), text

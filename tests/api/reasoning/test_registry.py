@@ -64,6 +64,10 @@ GRANITE = (
     " write your response after 'Here is my response:' for each user query.\" %}"
 )
 LLAMA = "{{- '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}"
+DEEPSEEK_V32 = (  # a community template of DeepSeek's V3.2 encoder (thinking_mode "thinking" or "chat")
+    "{%- if thinking is defined and thinking -%}{{- '<｜Assistant｜><think>' -}}{%- else -%}"
+    "{{- '<｜Assistant｜></think>' -}}{%- endif -%}{{- '<' + '｜DSML｜' + 'function_calls>' -}}"
+)
 GEMMA4 = (
     "{%- if enable_thinking is defined and enable_thinking -%}{{- '<|think|>\\n' -}}{%- endif -%}"
     "{{- '<|turn>model\\n' -}}{%- if message.tool_calls -%}{{- '<|tool_call>call:' + name -}}{%- endif -%}"
@@ -83,10 +87,11 @@ GEMMA4 = (
         (GRANITE, "granite"),
         (LLAMA, None),
         (GEMMA4, "gemma4"),
+        (DEEPSEEK_V32, "think"),
         ("", None),
         (None, None),
     ],
-    ids=["qwen3", "qwq", "deepseek_r1", "deepseek_v31", "gpt_oss", "magistral", "granite", "llama", "gemma4", "empty",
+    ids=["qwen3", "qwq", "deepseek_r1", "deepseek_v31", "gpt_oss", "magistral", "granite", "llama", "gemma4", "deepseek_v32", "empty",
          "none"],
 )
 def test_detect_parser(template, expected):
