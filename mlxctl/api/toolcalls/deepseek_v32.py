@@ -53,16 +53,7 @@ class DeepSeekV32Parser(ValuesBlockParser):
         return self._block_start(CALLS_BEGIN, "invoke", final)
 
     def _in_invoke(self, final: bool) -> bool:
-        tag = self._lead((INVOKE,), final)
-        if tag is False:
-            return False
-        name = None if tag is None else self._invoke_name(final)
-        if name is False:
-            return False
-        if name is None:
-            return self._give_up(final)
-        self._begin_call(name, "params")
-        return True
+        return self._call_tag(final, INVOKE, self._invoke_name)
 
     def _invoke_name(self, final: bool) -> str | None | bool:
         """``<｜DSML｜invoke name="NAME">`` at the buffer start: NAME, False to wait, None if malformed."""
@@ -126,13 +117,4 @@ class DeepSeekV32Parser(ValuesBlockParser):
             return convert_value(text, schema)
 
     def _in_after(self, final: bool) -> bool:
-        tag = self._expect((CALLS_END, INVOKE), final)
-        if tag is False:
-            return False
-        if tag == INVOKE:
-            self._buf = INVOKE + self._buf
-            self._raw = []
-            self._state = "invoke"
-        else:
-            self._state = "text"
-        return True
+        return self._next_call(final, CALLS_END, INVOKE, "invoke")

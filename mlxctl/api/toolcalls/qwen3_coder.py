@@ -65,16 +65,7 @@ class Qwen3CoderParser(ValuesBlockParser):
         return self._block_start(START, "function", final)
 
     def _in_function(self, final: bool) -> bool:
-        tag = self._lead((FUNCTION,), final)
-        if tag is False:
-            return False
-        name = None if tag is None else self._tag_name(FUNCTION, final)
-        if name is False:
-            return False
-        if name is None:
-            return self._give_up(final)
-        self._begin_call(name, "params")
-        return True
+        return self._call_tag(final, FUNCTION, lambda last: self._tag_name(FUNCTION, last))
 
     def _in_params(self, final: bool) -> bool:
         tag = self._lead((PARAMETER, FUNCTION_END, END), final)
@@ -118,13 +109,4 @@ class Qwen3CoderParser(ValuesBlockParser):
         return True
 
     def _in_after(self, final: bool) -> bool:
-        tag = self._expect((END, FUNCTION), final)
-        if tag is False:
-            return False
-        if tag == FUNCTION:
-            self._buf = FUNCTION + self._buf
-            self._raw = []
-            self._state = "function"
-        else:
-            self._state = "text"
-        return True
+        return self._next_call(final, END, FUNCTION, "function")
