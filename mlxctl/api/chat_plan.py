@@ -19,8 +19,8 @@ from mlxctl.errors import BadInputError
 
 TOOL_MODES = ("none", "auto", "required", "named")
 # formats whose markers are special tokens in their models' vocabularies: the text must keep them
-SPECIAL_TOKEN_FORMATS = frozenset({"gpt_oss", "kimi_k2", "deepseek_v3", "deepseek_r1", "mistral", "granite", "gemma",
-                                   "minimax_m2", "seed_oss"})
+SPECIAL_TOKEN_FORMATS = frozenset({"gpt_oss", "kimi_k2", "deepseek_v3", "deepseek_v32", "deepseek_r1", "mistral",
+                                   "granite", "gemma", "gemma4", "minimax_m2", "seed_oss"})
 
 
 @dataclass(frozen=True)
@@ -285,11 +285,19 @@ def make_plan(formats: ModelFormats, tools: list[dict], choice: ToolChoice, outp
 
 def constraint_for(plan: ChatPlan, reasoning_open: bool = False) -> Any:
     """The engine constraint that enforces the plan (None when nothing is enforced); a forced
-    call's markers are matched by token id where the tokenizer has them as one added token."""
+    call's markers, and a thinking grammar's, are matched by token id where the tokenizer has
+    them as one added token."""
     spec = _plan_constraint(plan, reasoning_open)
-    if spec is not None and spec.kind == "lark" and _forced(plan):
+    if spec is not None and spec.kind == "lark" and (_forced(plan) or _own_grammar(plan, spec)):
         spec = dataclasses.replace(spec, token_markers=True)
     return spec
+
+
+def _own_grammar(plan: ChatPlan, spec: Any) -> bool:
+    """Whether every string literal of a Lark spec is mlxctl's: a thinking grammar around a JSON
+    or regex answer (a user's Lark output format is compiled as written)."""
+    fmt = plan.output_format
+    return spec.activate_after is None and (fmt is None or fmt.kind != "lark") and bool(plan.reasoning_parser)
 
 
 def _plan_constraint(plan: ChatPlan, reasoning_open: bool) -> Any:
@@ -337,7 +345,7 @@ def _harmony_call_grammar(answer: tuple[str, str, bool], reasoning_open: bool) -
     head = "" if reasoning_open else f"{json.dumps(_HARMONY_ANALYSIS)} "
     block = f"{head}analysis {json.dumps(_HARMONY_NEXT)}"
     start = f"start: {block} answer" if reasoning_open else f"start: ({block})? answer"
-    rules = ["%llguidance {}", start, f"analysis[lazy]: /(?s:.*){_lark_literal_regex(_HARMONY_END)}/"]
+    rules = ["%llguidance {}", start, *_up_to_marker("analysis", _HARMONY_END)]
     return "\n".join(rules + _answer_rules(answer))
 
 
@@ -364,15 +372,36 @@ def _thinking_grammar(plan: ChatPlan, parser: Any, answer: tuple[str, str, bool]
         # a lazy lexeme that ends at the first end marker: a greedy "anything but the marker"
         # lexeme would swallow the marker's first characters and never let the model close
         block = f"{head}think GAP?"
-        think = [f"think[lazy]: /(?s:.*){_lark_literal_regex(end)}/"]
+        think = _up_to_marker("think", end)
     else:  # at most N tokens, then the end marker is forced
         block = f"{head}think {json.dumps(end)} GAP?"
-        think = [f"think[max_tokens={plan.thinking_budget}]: THINK",
-                 f"THINK: ~/(?s:.*){_lark_literal_regex(end)}(?s:.*)/"]
+        think = [f"think[max_tokens={plan.thinking_budget}]: THINK", _without_marker("THINK", end)]
     if plan.thinking_budget is None and not reasoning_open:
         block = f"({block})?"
     gap = f"GAP: /{_THINKING_GAP}/"  # the blank line models write after thinking
     return "\n".join(["%llguidance {}", f"start: {block} answer", *think, gap] + _answer_rules(answer))
+
+
+def _up_to_marker(name: str, marker: str) -> list[str]:
+    """Rules for ``name``: any text up to and including the first ``marker``, which may come as
+    text or, where the tokenizer has it as one added token (Qwen3's ``</think>``), as that token.
+
+    A lazy lexeme ends at the first marker written as text, but llguidance never matches an added
+    token against text, so the other branch is the text without the marker, then the marker as
+    a string literal: :mod:`mlxctl.engine.token_markers` writes that literal as the token's id
+    (a greedy lexeme alone would swallow the first characters of a marker written as text)."""
+    body = name.upper() + "_BODY"
+    return [f"{name}: {name}_text | {name}_body {json.dumps(marker)}",
+            f"{name}_text[lazy]: /(?s:.*){_lark_literal_regex(marker)}/",
+            f"{name}_body: {body}",
+            _without_marker(body, marker)]
+
+
+def _without_marker(terminal: str, marker: str) -> str:
+    """A terminal: text that does not hold ``marker``. The negation needs the positive part beside
+    it: alone it also matches the bytes llguidance gives an added token, so it would take the
+    marker's token (and every other one) as thinking text."""
+    return f"{terminal}: /(?s:.*)/ & ~/(?s:.*){_lark_literal_regex(marker)}(?s:.*)/"
 
 
 def _lark_literal_regex(text: str) -> str:

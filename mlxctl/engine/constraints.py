@@ -203,6 +203,13 @@ def _whitespace_tokens(llt: Any) -> tuple[frozenset[int], np.ndarray]:
         return ids, bits.view(np.int32)
 
 
+# llguidance's per-token lexer budget (its default is 200,000): text values that end at one of
+# several end tags (Qwen3-Coder's, Seed-OSS's, MiniMax-M2's parameters) are complements of
+# "contains a tag" regexes, and after a few calls with long values one token can need more than the
+# default; the matcher then fails with "too many expressions constructed" mid-call
+STEP_LEXER_FUEL = 2_000_000
+
+
 def _compile(spec: ConstraintSpec, llt: Any, tokenizer: Any) -> _Grammar:
     import llguidance
 
@@ -211,7 +218,8 @@ def _compile(spec: ConstraintSpec, llt: Any, tokenizer: Any) -> _Grammar:
 
         spec = dataclasses.replace(spec, value=refer_by_id(spec.value, marker_tokens(_hf_tokenizer(tokenizer))))
     text = _grammar_text(spec)
-    template = llguidance.LLMatcher(llt, text, log_level=0)
+    limits = llguidance.LLParserLimits(step_lexer_fuel=STEP_LEXER_FUEL)
+    template = llguidance.LLMatcher(llt, text, log_level=0, limits=limits)
     if template.is_error():
         raise BadInputError(f"invalid {_LABELS[spec.kind]}: {_one_line(template.get_error())}")
     return _Grammar(llt, text, template)

@@ -487,7 +487,7 @@ def test_constraints_and_thinking(formats, kwargs, thinking_grammar, after, what
         p = cp.make_plan(formats, [], ToolChoice("none"), OutputFormat("json_object"), template_kwargs=kwargs)
     spec = cp.constraint_for(p)
     assert spec.activate_after == after
-    assert (spec.kind == "lark" and "\nthink[" in spec.value) == thinking_grammar
+    assert (spec.kind == "lark" and ("\nthink[" in spec.value or "\nthink:" in spec.value)) == thinking_grammar
 
 
 HARMONY = ModelFormats("gpt_oss", "gpt_oss", True)
@@ -649,6 +649,27 @@ def test_every_split_gives_the_same_result(text):
         assert streamed[0] == (result.reasoning or "")
         assert streamed[1] == (result.content or "") or (result.content is None and not streamed[1].strip())
         assert [streamed[2][i] for i in sorted(streamed[2])] == [(c.name, c.arguments) for c in result.calls]
+
+
+GEMMA4_THOUGHT_AND_CALL = ('<|channel>thought\nThe user wants <|tool_call> the weather.<channel|>'
+                           '<|tool_call>call:get_weather{city:<|"|>Paris<|"|>}<tool_call|>')
+
+
+@pytest.mark.parametrize("text", [GEMMA4_THOUGHT_AND_CALL, "<|channel>thought\nShort.<channel|>It is 4.", "No thought."])
+def test_gemma4_thinking_and_calls_at_every_split(text):
+    from mlxctl.api.reasoning import Gemma4Parser
+    from mlxctl.api.toolcalls.gemma import GemmaParser
+
+    def gemma4() -> OutputSplitter:
+        return OutputSplitter(Gemma4Parser(), GemmaParser(TOOLS))
+
+    expected = shape(split_all(gemma4(), [text])[1])
+    if text == GEMMA4_THOUGHT_AND_CALL:
+        assert expected == ("The user wants <|tool_call> the weather.", None, [("get_weather", {"city": "Paris"})])
+    for pieces in [[text[:i], text[i:]] for i in range(len(text) + 1)] + [list(text)]:
+        streamed, result = split_all(gemma4(), pieces)
+        assert shape(result) == expected, pieces
+        assert streamed[0] == (result.reasoning or "")
 
 
 def test_a_tool_marker_inside_thinking_is_reasoning():

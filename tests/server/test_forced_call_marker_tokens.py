@@ -29,7 +29,7 @@ def marker_engine(smollm2, tmp_path_factory):
 
     root = tmp_path_factory.mktemp("marker-model")
     tokenizer = PreTrainedTokenizerFast.from_pretrained(str(smollm2.path))
-    tokenizer.add_tokens(["<tool_call>", "</tool_call>"])
+    tokenizer.add_tokens(["<tool_call>", "</tool_call>", "<think>", "</think>", "｜DSML｜"])
     tokenizer.save_pretrained(root / "tokenizer")
     (root / "config.json").write_text(json.dumps(TINY))
     engine = Engine(lambda: load_dummy(str(root), root / "tokenizer", "float32")).start()
@@ -47,3 +47,38 @@ def test_a_required_call_is_made_with_the_marker_token(marker_engine):
     call = r.choices[0].message.tool_calls[0]
     assert r.choices[0].finish_reason == "tool_calls" and len(r.choices[0].message.tool_calls) == 1
     assert call.function.name == "get_time" and json.loads(call.function.arguments) == {}
+
+
+def test_a_required_call_after_thinking_is_made_with_the_think_tokens(marker_engine):
+    """Qwen3's ``<think>``/``</think>`` are added tokens too: the thinking grammar asks for them
+    by id. The budget makes the thinking block, and so both marker tokens, part of the answer of
+    random weights (a model closing its thinking itself, the case that failed before, is in
+    tests/api/test_thinking_token_markers.py)."""
+    with served(marker_engine, reasoning_parser="think") as url:
+        r = openai_client(url).chat.completions.create(
+            model=MODEL, messages=[{"role": "user", "content": "What time is it?"}], max_tokens=200,
+            tools=[TOOL], tool_choice="required", extra_body={"thinking_budget": 4})
+    message = r.choices[0].message
+    assert r.choices[0].finish_reason == "tool_calls" and len(message.tool_calls) == 1
+    assert message.tool_calls[0].function.name == "get_time"
+    assert getattr(message, "reasoning_content", None)  # the thinking came back as reasoning
+
+
+def test_a_named_dsml_call_is_made_with_the_dsml_token(marker_engine):
+    """``--tool-call-parser deepseek_v32``: DeepSeek V3.2's ``｜DSML｜`` is one token inside every
+    tag; the forced call's grammar takes it by id and the call comes back parsed, streamed too."""
+    weather = {"type": "function", "function": {"name": "get_weather", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string", "maxLength": 12}}, "required": ["city"],
+        "additionalProperties": False}}}
+    with served(marker_engine, tool_call_parser="deepseek_v32") as url:
+        client = openai_client(url)
+        ask = {"model": MODEL, "messages": [{"role": "user", "content": "Weather in Paris?"}], "max_tokens": 200,
+               "tools": [weather], "tool_choice": {"type": "function", "function": {"name": "get_weather"}}}
+        r = client.chat.completions.create(**ask)
+        chunks = list(client.chat.completions.create(**ask, stream=True))
+    call = r.choices[0].message.tool_calls[0]
+    assert r.choices[0].finish_reason == "tool_calls" and call.function.name == "get_weather"
+    assert isinstance(json.loads(call.function.arguments)["city"], str)
+    streamed = [d for c in chunks for d in (c.choices[0].delta.tool_calls or [])]
+    assert streamed and streamed[0].function.name == "get_weather"
+    assert isinstance(json.loads("".join(d.function.arguments or "" for d in streamed))["city"], str)

@@ -6,12 +6,20 @@ import re
 
 from mlxctl.api.reasoning.base import ReasoningParser
 from mlxctl.api.reasoning.harmony import GptOssParser
-from mlxctl.api.reasoning.tagged import DeepSeekR1Parser, GraniteParser, MistralParser, SeedOssParser, ThinkParser
+from mlxctl.api.reasoning.tagged import (
+    DeepSeekR1Parser,
+    Gemma4Parser,
+    GraniteParser,
+    MistralParser,
+    SeedOssParser,
+    ThinkParser,
+)
 from mlxctl.errors import BadInputError
 
 _PARSERS: dict[str, type[ReasoningParser]] = {
     parser.name: parser
-    for parser in (ThinkParser, DeepSeekR1Parser, GptOssParser, MistralParser, GraniteParser, SeedOssParser)
+    for parser in (ThinkParser, DeepSeekR1Parser, GptOssParser, MistralParser, GraniteParser, SeedOssParser,
+                   Gemma4Parser)
 }
 
 
@@ -39,6 +47,7 @@ def detect_parser(chat_template: str | None) -> str | None:
     """Guess the parser from the Jinja chat template text; None when it shows no thinking format.
 
     * ``<|channel|>`` (Harmony) -> ``gpt_oss``
+    * ``<|channel>`` (Gemma 4's thought channel, closed by ``<channel|>``) -> ``gemma4``
     * ``[THINK]`` (Magistral) -> ``mistral``
     * ``Here is my thought process`` (Granite 3.2) -> ``granite``
     * ``<seed:think>`` (Seed-OSS) -> ``seed_oss``
@@ -50,6 +59,8 @@ def detect_parser(chat_template: str | None) -> str | None:
         return None
     if "<|channel|>" in chat_template:
         return GptOssParser.name
+    if "<|channel>" in chat_template:
+        return Gemma4Parser.name
     if "[THINK]" in chat_template:
         return MistralParser.name
     if "Here is my thought process" in chat_template or "Here's my thought process" in chat_template:

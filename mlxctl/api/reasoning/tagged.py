@@ -1,5 +1,5 @@
 """Formats that wrap thinking in an opening and a closing marker: ``<think>``, ``[THINK]``,
-``<seed:think>``, Granite.
+``<seed:think>``, Granite, Gemma 4's thought channel.
 
 The output is read as::
 
@@ -175,3 +175,19 @@ class GraniteParser(TaggedReasoningParser):
     close_markers = ("Here is my response:", "Here's my response:")
     end_marker = "Here is my response:"
     closing_text = "\n\nHere is my response:\n"
+
+
+class Gemma4Parser(TaggedReasoningParser):
+    """Gemma 4's thought channel: ``<|channel>thought\\n...<channel|>`` (``<|channel>`` and
+    ``<channel|>`` are special tokens; ``thought`` is the channel's name, not reasoning).
+
+    Thinking is switched on by ``<|think|>`` in the system turn (``enable_thinking``); with it
+    off, the template itself writes an empty ``<|channel>thought\\n<channel|>`` after the
+    generation prompt, which does not open thinking.
+    """
+
+    name = "gemma4"
+    open_markers = ("<|channel>thought",)
+    close_markers = ("<channel|>",)
+    end_marker = "<channel|>"
+    closing_text = "<channel|>"

@@ -7,9 +7,10 @@ against its tool's JSON schema; parsers run it on every complete call (see
 and each format's module its exact rules.
 
 Formats: ``hermes`` (Hermes, Qwen2.5, Qwen3), ``qwen3_coder`` (Qwen3-Coder XML), ``llama3_json``,
-``mistral``, ``pythonic``, ``deepseek_v3`` (V3, R1, V3.1), ``gpt_oss`` (Harmony), ``glm4`` (GLM-4.5
-to 4.7), ``gemma`` (Gemma 4, FunctionGemma), ``kimi_k2``, ``granite`` (Granite 3.x), ``minimax_m2``,
-``seed_oss`` (Seed-OSS) and ``nemotron`` (``<TOOLCALL>``: Llama-3.3-Nemotron, Nemotron-Nano v1/v2).
+``mistral``, ``pythonic``, ``deepseek_v3`` (V3, R1, V3.1), ``deepseek_v32`` (V3.2's DSML), ``gpt_oss``
+(Harmony), ``glm4`` (GLM-4.5 to 4.7), ``gemma`` (Gemma 4, FunctionGemma), ``kimi_k2``, ``granite``
+(Granite 3.x), ``minimax_m2``, ``seed_oss`` (Seed-OSS) and ``nemotron`` (``<TOOLCALL>``:
+Llama-3.3-Nemotron, Nemotron-Nano v1/v2).
 """
 
 from mlxctl.api.toolcalls.base import ParseDelta, ToolCall, ToolCallDelta, ToolParser

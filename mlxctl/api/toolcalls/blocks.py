@@ -172,6 +172,34 @@ class ValuesBlockParser(BlockParser):
         schema = property_schema(parameters_schema(self._functions.get(self._call.name)), key)
         self._emit_args(self._call, self._writer.member(key, convert_value(text, schema)))
 
+    def _call_tag(self, final: bool, tag: str, read_name: Callable[[bool], str | None | bool]) -> bool:
+        """A call's opening ``tag``, then the name ``read_name(final)`` reads (False to wait, None
+        if malformed): the call begins, its parameters read in state ``params``; False to wait."""
+        found = self._lead((tag,), final)
+        if found is False:
+            return False
+        name = None if found is None else read_name(final)
+        if name is False:
+            return False
+        if name is None:
+            return self._give_up(final)
+        self._begin_call(name, "params")
+        return True
+
+    def _next_call(self, final: bool, end: str, again: str, state: str) -> bool:
+        """State ``after`` a call: ``end`` closes the block; ``again`` opens the next call, read in
+        ``state`` (the tag is left for it); anything else is text. False to wait."""
+        tag = self._expect((end, again), final)
+        if tag is False:
+            return False
+        if tag == again:
+            self._buf = again + self._buf
+            self._raw = []
+            self._state = state
+        else:
+            self._state = "text"
+        return True
+
     def _end_call(self, state: str) -> None:
         """The call is complete: close its arguments object, then read on in ``state``."""
         self._emit_args(self._call, self._writer.close())

@@ -27,11 +27,13 @@ This module is the public entry point; the grammars live by kind:
   follow of a JSON schema (and the narrowings where it cannot);
 * :mod:`~mlxctl.api.toolcalls.grammar_params`: pythonic, Qwen3-Coder, Seed-OSS, MiniMax-M2 and
   GLM, with their values in :mod:`~mlxctl.api.toolcalls.grammar_text` (text up to an end tag);
-* :mod:`~mlxctl.api.toolcalls.grammar_gemma`: Gemma's own value syntax.
+* :mod:`~mlxctl.api.toolcalls.grammar_gemma`: Gemma's own value syntax;
+* :mod:`~mlxctl.api.toolcalls.grammar_dsml`: DeepSeek V3.2's DSML, parameter by parameter.
 """
 
 from __future__ import annotations
 
+from mlxctl.api.toolcalls.grammar_dsml import deepseek_v32_grammar
 from mlxctl.api.toolcalls.grammar_gemma import gemma_grammar
 from mlxctl.api.toolcalls.grammar_json import (
     arguments_schema,
@@ -57,6 +59,7 @@ __all__ = [
     "arguments_schema",
     "call_object_schema",
     "deepseek_v3_grammar",
+    "deepseek_v32_grammar",
     "gemma_grammar",
     "glm4_grammar",
     "gpt_oss_grammar",

@@ -85,16 +85,7 @@ class Qwen3CoderParser(ValuesBlockParser):
         return self._block_start(self.START, "function", final)
 
     def _in_function(self, final: bool) -> bool:
-        tag = self._lead((self.FUNCTION,), final)
-        if tag is False:
-            return False
-        name = None if tag is None else self._tag_name(self.FUNCTION, final)
-        if name is False:
-            return False
-        if name is None:
-            return self._give_up(final)
-        self._begin_call(name, "params")
-        return True
+        return self._call_tag(final, self.FUNCTION, lambda last: self._tag_name(self.FUNCTION, last))
 
     def _in_params(self, final: bool) -> bool:
         tag = self._lead((self.PARAMETER, self.FUNCTION_END, self.END), final)
@@ -138,13 +129,4 @@ class Qwen3CoderParser(ValuesBlockParser):
         return True
 
     def _in_after(self, final: bool) -> bool:
-        tag = self._expect((self.END, self.FUNCTION), final)
-        if tag is False:
-            return False
-        if tag == self.FUNCTION:
-            self._buf = self.FUNCTION + self._buf
-            self._raw = []
-            self._state = "function"
-        else:
-            self._state = "text"
-        return True
+        return self._next_call(final, self.END, self.FUNCTION, "function")

@@ -13,6 +13,7 @@ from mlxctl.api.toolcalls.base import (  # noqa: F401 - add_validation_listener 
     tool_functions,
 )
 from mlxctl.api.toolcalls.deepseek_v3 import DeepSeekV3Parser
+from mlxctl.api.toolcalls.deepseek_v32 import DeepSeekV32Parser
 from mlxctl.api.toolcalls.gemma import GemmaParser
 from mlxctl.api.toolcalls.glm4 import Glm4Parser
 from mlxctl.api.toolcalls.gpt_oss import GptOssParser
@@ -45,6 +46,7 @@ _PARSERS: dict[str, type[ToolParser]] = {
         MiniMaxM2Parser,
         SeedOssParser,
         NemotronParser,
+        DeepSeekV32Parser,
     )
 }
 
@@ -53,6 +55,7 @@ _PARSERS: dict[str, type[ToolParser]] = {
 _DETECTION: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("gpt_oss", ("<|channel|>",)),
     ("kimi_k2", ("<|tool_calls_section_begin|>", "<|tool_call_begin|>")),
+    ("deepseek_v32", ("｜DSML｜",)),  # V3.2: its templates may keep V3's markers too
     ("deepseek_v3", ("<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>")),
     ("glm4", ("<arg_key>",)),
     ("minimax_m2", ("<minimax:tool_call>",)),

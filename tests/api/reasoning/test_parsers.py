@@ -97,7 +97,18 @@ SEED_OSS = [
     ("seed_oss", "<think>x</think>y", False, None, "<think>x</think>y"),  # another format's markers: text
     ("seed_oss", "answer only <seed:thin", False, None, "answer only <seed:thin"),
 ]
-VECTORS = THINK + DEEPSEEK_R1 + MISTRAL + GRANITE + GPT_OSS + SEED_OSS
+GEMMA4 = [
+    ("gemma4", "<|channel>thought\nPlan.<channel|>Answer.", False, "Plan.", "Answer."),  # the label is no reasoning
+    ("gemma4", "<|channel>thought\n\nPlan.\n<channel|>\nAnswer.", False, "\nPlan.\n", "Answer."),
+    ("gemma4", "Answer only.", False, None, "Answer only."),  # thinking off, or not used
+    ("gemma4", "<|channel>thought\nunfinished", False, "unfinished", None),
+    ("gemma4", "Plan.<channel|>Answer.", True, "Plan.", "Answer."),  # the prompt opened the channel
+    ("gemma4", "<|channel>thought\n<channel|>Answer.", False, None, "Answer."),  # an empty thought
+    ("gemma4", "<|channel>thought\na <channel b<channel|><|tool_call>call:f{}<tool_call|>", False,
+     "a <channel b", "<|tool_call>call:f{}<tool_call|>"),  # a call after thinking is content, for the tool parser
+    ("gemma4", "<|channel>thoughtful", False, "ful", None),  # the marker is the channel's name, read as written
+]
+VECTORS = THINK + DEEPSEEK_R1 + MISTRAL + GRANITE + GPT_OSS + SEED_OSS + GEMMA4
 
 
 def _ids(vectors):

@@ -16,7 +16,7 @@ from mlxctl.errors import BadInputError
 
 
 def test_names_and_get_parser():
-    assert names() == ["think", "deepseek_r1", "gpt_oss", "mistral", "granite", "seed_oss"]
+    assert names() == ["think", "deepseek_r1", "gpt_oss", "mistral", "granite", "seed_oss", "gemma4"]
     for name in names():
         parser = get_parser(name)
         assert issubclass(parser, ReasoningParser)
@@ -79,6 +79,15 @@ NEMOTRON = (  # Nemotron-Nano-9B-v2: thinking on unless the system prompt says /
     "{%- if add_generation_prompt -%}{%- if thinking -%}{{- '<SPECIAL_11>Assistant\\n<think>\\n' -}}"
     "{%- else -%}{{- '<SPECIAL_11>Assistant\\n<think></think>' -}}{%- endif -%}{%- endif -%}"
 )
+DEEPSEEK_V32 = (  # a community template of DeepSeek's V3.2 encoder (thinking_mode "thinking" or "chat")
+    "{%- if thinking is defined and thinking -%}{{- '<｜Assistant｜><think>' -}}{%- else -%}"
+    "{{- '<｜Assistant｜></think>' -}}{%- endif -%}{{- '<' + '｜DSML｜' + 'function_calls>' -}}"
+)
+GEMMA4 = (
+    "{%- if enable_thinking is defined and enable_thinking -%}{{- '<|think|>\\n' -}}{%- endif -%}"
+    "{{- '<|turn>model\\n' -}}{%- if message.tool_calls -%}{{- '<|tool_call>call:' + name -}}{%- endif -%}"
+    "{%- if add_generation_prompt and not enable_thinking -%}{{- '<|channel>thought\\n<channel|>' -}}{%- endif -%}"
+)
 
 
 @pytest.mark.parametrize(
@@ -95,11 +104,13 @@ NEMOTRON = (  # Nemotron-Nano-9B-v2: thinking on unless the system prompt says /
         (MINIMAX_M2, "think"),
         (NEMOTRON, "think"),
         (LLAMA, None),
+        (GEMMA4, "gemma4"),
+        (DEEPSEEK_V32, "think"),
         ("", None),
         (None, None),
     ],
     ids=["qwen3", "qwq", "deepseek_r1", "deepseek_v31", "gpt_oss", "magistral", "granite", "seed_oss", "minimax_m2",
-         "nemotron", "llama", "empty", "none"],
+         "nemotron", "llama", "gemma4", "deepseek_v32", "empty", "none"],
 )
 def test_detect_parser(template, expected):
     assert detect_parser(template) == expected
@@ -126,6 +137,9 @@ def test_detect_parser(template, expected):
                      "</seed:think>", False),  # a budget of 0: closed in the prompt
         ("think", "]~b]user\nhi[e~[\n]~b]ai\n<think>\n", True),  # MiniMax-M2 opens thinking in the prompt
         ("think", "<SPECIAL_11>Assistant\n<think></think>", False),  # Nemotron-Nano-9B-v2 with /no_think
+        ("gemma4", "<|turn>user\nhi<turn|>\n<|turn>model\n", False),
+        ("gemma4", "<|turn>model\n<|channel>thought\n<channel|>", False),  # thinking off: an empty channel
+        ("gemma4", "<|turn>model\n<|channel>thought\n", True),
     ],
 )
 def test_prompt_opens_reasoning(name, prompt, expected):

@@ -98,6 +98,7 @@ UNWRITABLE = {
     "minimax_m2": ("</", "<p"),
     "glm4": ("</",),
     "gemma": ('<|"|>', "<tool_call|>", "<escape>", "<end_function_call>"),
+    "deepseek_v32": ("</",),
 }
 
 
@@ -216,7 +217,18 @@ def render(fmt: str, calls: list[tuple[str, dict]], rng: random.Random) -> str:
         ) + "</minimax:tool_call>"
     if fmt == "nemotron":
         return "<TOOLCALL>" + dumps(objects, rng) + "</TOOLCALL>"
+    if fmt == "deepseek_v32":
+        return "<｜DSML｜function_calls>\n" + "\n".join(_dsml_invoke(n, a, rng) for n, a in calls) + (
+            "\n</｜DSML｜function_calls>")
     raise AssertionError(f"no renderer for {fmt}")
+
+
+def _dsml_invoke(name: str, arguments: dict, rng: random.Random) -> str:
+    """One call as DeepSeek's V3.2 encoder writes it (strings raw, other values JSON)."""
+    params = "\n".join(f'<｜DSML｜parameter name="{k}" string="{"true" if isinstance(v, str) else "false"}">'
+                       f"{v if isinstance(v, str) else dumps(v, rng)}</｜DSML｜parameter>" for k, v in arguments.items())
+    return f'<｜DSML｜invoke name="{name}">\n{params}\n</｜DSML｜invoke>'
+
 
 
 def _text(value, rng: random.Random) -> str:
@@ -308,6 +320,14 @@ SPECIFIC_INVALID = {
         "no closing marker": '<TOOLCALL>[{"name": "get_time", "arguments": {}}]',
         "empty array": "<TOOLCALL>[]</TOOLCALL>",
     },
+    "deepseek_v32": {
+        "a string flagged as JSON": ('<｜DSML｜function_calls>\n<｜DSML｜invoke name="get_weather">\n'
+                                     '<｜DSML｜parameter name="city" string="false">"Paris"</｜DSML｜parameter>\n'
+                                     "</｜DSML｜invoke>\n</｜DSML｜function_calls>"),
+        "end tag in a string": ('<｜DSML｜function_calls>\n<｜DSML｜invoke name="get_weather">\n'
+                                '<｜DSML｜parameter name="city" string="true">a</b</｜DSML｜parameter>\n'
+                                "</｜DSML｜invoke>\n</｜DSML｜function_calls>"),
+    },
     "gemma": {
         "delimiter in a string": '<|tool_call>call:get_weather{city:<|"|>Pa<|"|>ris<|"|>}<tool_call|>',
         "the other layout's delimiter": "<|tool_call>call:get_weather{city:<escape>Paris<escape>}<tool_call|>",
@@ -363,8 +383,8 @@ def test_whitespace_inside_the_arguments_is_bounded(fmt, tokenizer):
                 spaced = text.replace(point, f"{gap}{point}", 1)
             else:
                 spaced = re.sub(r"\[\s*1", lambda _: f"[{gap}1", text, count=1)  # noqa: B023
-            # the formats that do not write arguments as JSON (MiniMax-M2's `"city"` is its tag's name)
-            if point == '"city"' and (spaced == text or fmt == "minimax_m2"):
+            # the formats that do not write arguments as JSON (MiniMax-M2's and DSML's `"city"` is a tag's name)
+            if point == '"city"' and (spaced == text or fmt in ("minimax_m2", "deepseek_v32")):
                 assert fmt in TEXT_FORMATS, text
                 continue
             assert accepts(tokenizer, grammar, spaced) is ok, spaced
@@ -376,7 +396,8 @@ CLOSERS = frozenset('"}]')
 # what ends a value, a call or a block in some format: a walk steered to finish completes them
 ENDINGS = ('"', "}", "]", ")", "\n</parameter>\n", "</function>\n</tool_call>", "</arg_value>", "</tool_call>",
            '<|"|>', "<tool_call|>", "<escape>", "<end_function_call>", "</parameter>\n",
-           "</function>\n</seed:tool_call>", "</invoke>\n</minimax:tool_call>", "]</TOOLCALL>")
+           "</function>\n</seed:tool_call>", "</invoke>\n</minimax:tool_call>", "]</TOOLCALL>",
+           "</｜DSML｜parameter>\n", "</｜DSML｜invoke>", "</｜DSML｜function_calls>")
 
 
 class _Vocab:
@@ -515,7 +536,7 @@ ODD = {
 # `y` is required but not a property: any value goes (a string, as the grammars write it)
 LOOSE = {"type": "object", "properties": {"x": {"type": "string"}}, "required": ["x", "y"]}
 ODD_TOOLS = [_tool("odd", ODD), _tool("loose", LOOSE)]
-TEXT_FORMATS = ("pythonic", "qwen3_coder", "seed_oss", "minimax_m2", "glm4", "gemma")
+TEXT_FORMATS = ("pythonic", "qwen3_coder", "seed_oss", "minimax_m2", "glm4", "gemma", "deepseek_v32")
 
 
 @pytest.mark.parametrize("fmt", TEXT_FORMATS)
@@ -627,6 +648,7 @@ UNWRITABLE_TOOLS = {  # a tool whose required parameter the format cannot write
     "minimax_m2": ({'say "v"': {"type": "string"}}, ["parameter 'say \"v\"'", "cannot be written in a tag"]),
     "glm4": ({"v": {"type": "string", "pattern": "^a"}}, ["parameter 'v'", "pattern"]),
     "gemma": ({"v": {"type": "array", "items": {"type": "integer"}, "uniqueItems": True}}, ["uniqueItems"]),
+    "deepseek_v32": ({"v": {"type": ["string", "integer"]}}, ["parameter 'v'", "mixes strings"]),
 }
 
 

@@ -26,6 +26,7 @@ MARKERS = {
                 "<|tool_call_argument_begin|>", "<|tool_call_end|>"],
     "deepseek_v3": ["<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>", "<｜tool▁call▁begin｜>",
                     "<｜tool▁call▁end｜>", "<｜tool▁sep｜>"],
+    "deepseek_v32": ["｜DSML｜"],  # one token in the middle of every DSML tag
     "gpt_oss": ["<|channel|>", "<|constrain|>", "<|message|>", "<|call|>", "<|start|>"],
     "pythonic": ["<|python_start|>", "<|python_end|>"],
     "glm4": ["<tool_call>", "</tool_call>", "<arg_key>", "</arg_key>", "<arg_value>", "</arg_value>"],

@@ -296,6 +296,64 @@ VECTORS = [
         None,
         [(W, {"city": UNI})],
     ),
+    # -- deepseek_v32 ---------------------------------------------------------------------------
+    (
+        "deepseek_v32",
+        (
+            '\n\n<｜DSML｜function_calls>\n<｜DSML｜invoke name="get_weather">\n'
+            '<｜DSML｜parameter name="city" string="true">Paris</｜DSML｜parameter>\n'
+            '<｜DSML｜parameter name="days" string="false">3</｜DSML｜parameter>\n'
+            '<｜DSML｜parameter name="tags" string="false">["a", "b"]</｜DSML｜parameter>\n'
+            "</｜DSML｜invoke>\n</｜DSML｜function_calls>"
+        ),
+        None,
+        [(W, {"city": "Paris", "days": 3, "tags": ["a", "b"]})],
+    ),
+    (
+        "deepseek_v32",  # two invokes in one block; an empty one (no parameters) as the encoder writes it
+        (
+            'Checking.<｜DSML｜function_calls>\n<｜DSML｜invoke name="get_weather">\n'
+            '<｜DSML｜parameter name="city" string="true">a </b> "b" 東京\nc</｜DSML｜parameter>\n'
+            '</｜DSML｜invoke>\n<｜DSML｜invoke name="get_time">\n\n</｜DSML｜invoke>\n</｜DSML｜function_calls>'
+        ),
+        "Checking.",
+        [(W, {"city": 'a </b> "b" 東京\nc'}), (T, {})],
+    ),
+    (
+        "deepseek_v32",  # string="true" keeps digits a string; string="false" that is not JSON goes by the schema
+        (
+            '<｜DSML｜function_calls><｜DSML｜invoke name="get_weather"><｜DSML｜parameter name="city" '
+            'string="true">75001</｜DSML｜parameter><｜DSML｜parameter name="metric" string="false">True'
+            "</｜DSML｜parameter></｜DSML｜invoke></｜DSML｜function_calls>Done."
+        ),
+        "Done.",
+        [(W, {"city": "75001", "metric": True})],
+    ),
+    (
+        "deepseek_v32",  # a bad string flag: the block is content
+        (
+            '<｜DSML｜function_calls>\n<｜DSML｜invoke name="get_weather">\n<｜DSML｜parameter name="city" '
+            'string="yes">Paris</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜function_calls>After.'
+        ),
+        (
+            '<｜DSML｜function_calls>\n<｜DSML｜invoke name="get_weather">\n<｜DSML｜parameter name="city" '
+            'string="yes">Paris</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜function_calls>After.'
+        ),
+        [],
+    ),
+    (
+        "deepseek_v32",  # cut off inside a value: content
+        '<｜DSML｜function_calls>\n<｜DSML｜invoke name="get_weather">\n<｜DSML｜parameter name="city" string="true">Par',
+        '<｜DSML｜function_calls>\n<｜DSML｜invoke name="get_weather">\n<｜DSML｜parameter name="city" string="true">Par',
+        [],
+    ),
+    (
+        "deepseek_v32",  # the block's end never came (the output ended): the complete call is kept
+        '<｜DSML｜function_calls>\n<｜DSML｜invoke name="get_time">\n</｜DSML｜invoke>',
+        None,
+        [(T, {})],
+    ),
+    ("deepseek_v32", "Use <invoke> tags, or ｜DSML｜ ones.", "Use <invoke> tags, or ｜DSML｜ ones.", []),
     # -- gpt_oss ------------------------------------------------------------------------------
     (
         "gpt_oss",

@@ -31,6 +31,7 @@ FORMATS = [
     "minimax_m2",
     "seed_oss",
     "nemotron",
+    "deepseek_v32",
 ]
 
 
@@ -90,6 +91,13 @@ TEMPLATES = {
         "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>' + tool['type'] + '<｜tool▁sep｜>' + "
         "tool['function']['name'] + '\\n' + '```json' + '\\n' + tool['function']['arguments'] + "
         "'\\n' + '```' + '<｜tool▁call▁end｜>'}}{%- endif %}{%- endfor %}"
+    ),
+    # V3.2 ships an encoder, not a template; community templates write its tags (and keep V3's)
+    "deepseek_v32": (
+        "{%- set dsml_token = '｜DSML｜' -%}{%- if message['tool_calls'] -%}{{- '\\n\\n<' + dsml_token + "
+        "'function_calls>\\n' -}}{%- for tool in message['tool_calls'] -%}{{- '<' + dsml_token + 'invoke name=\"' "
+        "+ tool['function']['name'] + '\">\\n' -}}{%- endfor -%}{%- endif -%}"
+        "{%- if not ns.is_first %}{{'<｜Assistant｜><｜tool▁calls▁begin｜>'}}{%- endif %}"
     ),
     "gpt_oss": (
         '{{- "<|start|>assistant<|channel|>commentary to=" + "functions." + tool_call.name + '

@@ -22,6 +22,7 @@ START_MARKERS = {
     "mistral": ["[TOOL_CALLS]"],
     "granite": ["<|tool_call|>"],
     "deepseek_v3": ["<｜tool▁calls▁begin｜>", "<｜tool▁call▁begin｜>"],
+    "deepseek_v32": ["<｜DSML｜function_calls>"],
     "kimi_k2": [
         "<|tool_calls_section_begin|>",
         "<|tool_call_section_begin|>",
@@ -97,6 +98,11 @@ PARTIAL = {
         '{"city": "Paris"',
     ),
     "nemotron": ('<TOOLCALL>[{"name": "get_weather", "arguments": {"city": "Par', '{"city": "Par'),
+    "deepseek_v32": (
+        '<｜DSML｜function_calls>\n<｜DSML｜invoke name="get_weather">\n<｜DSML｜parameter name="city" '
+        'string="true">Paris</｜DSML｜parameter>\n<｜DSML｜parameter name="da',
+        '{"city": "Paris"',
+    ),
 }
 
 
@@ -283,6 +289,13 @@ def render(fmt, args):
         return f"<seed:tool_call>\n<function=get_weather>\n{params}</function>\n</seed:tool_call>"
     if fmt == "nemotron":
         return '<TOOLCALL>[{"name": "get_weather", "arguments": ' + j + "}]</TOOLCALL>"
+    if fmt == "deepseek_v32":
+        params = "\n".join(
+            f'<｜DSML｜parameter name="{k}" string="{str(isinstance(v, str)).lower()}">{_xml_value(v)}</｜DSML｜parameter>'
+            for k, v in args.items()
+        )
+        return (f'<｜DSML｜function_calls>\n<｜DSML｜invoke name="get_weather">\n{params}\n</｜DSML｜invoke>\n'
+                "</｜DSML｜function_calls>")
     raise AssertionError(fmt)
 
 
@@ -307,6 +320,7 @@ def _writable(fmt, args):
         "minimax_m2": ["</parameter>", "<parameter name=", "</invoke>", "</minimax:tool_call>"],
         "seed_oss": ["</parameter>", "<parameter=", "</function>", "</seed:tool_call>"],
         "gemma": ['<|"|>', "<tool_call|>"],
+        "deepseek_v32": ["</｜DSML｜parameter>"],
     }.get(fmt, [])
     return not any(f in s for s in strings for f in forbidden)
 

@@ -43,6 +43,10 @@ def calls_in(fmt: str, days: str) -> str:
         "seed_oss": "<seed:tool_call>\n<function=get_weather>\n<parameter=city>Paris</parameter>\n"
                     f"<parameter=days>{value}</parameter>\n</function>\n</seed:tool_call>",
         "nemotron": f'<TOOLCALL>[{{"name": "get_weather", "arguments": {args}}}]</TOOLCALL>',
+        "deepseek_v32": '<｜DSML｜function_calls>\n<｜DSML｜invoke name="get_weather">\n<｜DSML｜parameter name="city" '
+                        'string="true">Paris</｜DSML｜parameter>\n<｜DSML｜parameter name="days" '
+                        f'string="{str(isinstance(value, str)).lower()}">{value}</｜DSML｜parameter>\n'
+                        "</｜DSML｜invoke>\n</｜DSML｜function_calls>",
     }[fmt]
 
 
