@@ -131,7 +131,7 @@ class Engine:
         vision = vision_of(self.model)
         if vision is None:
             raise images_refused(self.model)
-        tokens, spans = vision.expand(tokens, len(images))
+        tokens, spans = vision.expand(tokens, len(images), images)
         return tokens, spans, "|".join(s for s in (salt, media_salt([img.key for img in images])) if s)
 
     def abort(self, request_id: str) -> None:

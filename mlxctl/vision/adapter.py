@@ -30,7 +30,7 @@ from mlxctl.vision.video_cache import VideoCache
 
 log = logging.getLogger("mlxctl.vision")
 
-SUPPORTED_TYPES = ("llava", "gemma3")  # families.LOADERS
+SUPPORTED_TYPES = ("llava", "gemma3", "qwen2_5_vl")  # families.LOADERS
 DEFAULT_CACHE_BYTES = 512 * 1024 * 1024
 
 
@@ -47,12 +47,15 @@ class VisionAdapter:
     (images, tokens_per_image, hidden) features as the text tower takes them, ``pixel_dtype``.
     ``image_token``/``image_token_id``: the placeholder a prompt marks an image with;
     ``feature_token_id``: the token the feature positions hold (default: the placeholder);
-    ``wrap``: token ids around the feature positions (Gemma 3's begin/end of image)."""
+    ``wrap``: token ids around the feature positions (Gemma 3's begin/end of image).
+    ``grid`` (dynamic resolution): image -> (rows, cols) of its feature positions, which then
+    vary per image (``tokens_per_image`` is unused); ``mrope_sections``: the text tower rotates
+    by 3-D positions (vision/mrope.py), and ``rope`` is the context the engine sets them on."""
 
     def __init__(self, towers: Any, processing: ImageProcessing, embed_tokens: Any, *,
                  image_token: str, image_token_id: int, tokens_per_image: int, feature_token_id: int | None = None,
                  wrap: tuple[Sequence[int], Sequence[int]] = ((), ()), cache_bytes: int = DEFAULT_CACHE_BYTES,
-                 model_type: str = "llava"):
+                 model_type: str = "llava", grid: Any = None, mrope_sections: Sequence[int] | None = None):
         self.towers, self.processing = towers, processing
         self.embed_tokens = embed_tokens
         self.image_token, self.image_token_id = image_token, image_token_id
@@ -60,6 +63,8 @@ class VisionAdapter:
         self.tokens_per_image = tokens_per_image
         self.wrap = (list(wrap[0]), list(wrap[1]))
         self.model_type = model_type
+        self.grid, self.mrope_sections = grid, mrope_sections
+        self.rope = None  # mrope.RopeContext, installed in the text tower by load_vision
         self.cache = FeatureCache(cache_bytes)
         self.videos = VideoCache()  # decoded video frames, filled by the API layer (vision/fetch.py)
         self.images_encoded = 0
@@ -67,10 +72,12 @@ class VisionAdapter:
 
     # -- caller side (any thread) ---------------------------------------------------------------
 
-    def expand(self, tokens: Sequence[int], num_images: int) -> tuple[list[int], tuple[tuple[int, int], ...]]:
-        """The prompt with each placeholder token replaced by ``tokens_per_image`` feature
-        positions (inside ``wrap``), and the (start, length) span of every image's positions.
-        The placeholders must match the images one to one."""
+    def expand(self, tokens: Sequence[int], num_images: int,
+               images: Sequence[Any] = ()) -> tuple[list[int], tuple[tuple[int, int], ...]]:
+        """The prompt with each placeholder token replaced by the image's feature positions
+        (``tokens_for``, inside ``wrap``), and the (start, length) span of every image's
+        positions. The placeholders must match the images one to one; ``images`` are needed
+        where the count depends on the image (``grid``)."""
         marks = [i for i, t in enumerate(tokens) if t == self.image_token_id]
         if len(marks) != num_images:
             from mlxctl.errors import BadInputError
@@ -81,15 +88,34 @@ class VisionAdapter:
         spans = []
         prev = 0
         before, after = self.wrap
-        for mark in marks:
+        for i, mark in enumerate(marks):
+            count = self.tokens_for(images[i]) if self.grid is not None else self.tokens_per_image
             out += tokens[prev:mark]
             out += before
-            spans.append((len(out), self.tokens_per_image))
-            out += [self.feature_token_id] * self.tokens_per_image
+            spans.append((len(out), count))
+            out += [self.feature_token_id] * count
             out += after
             prev = mark + 1
         out += tokens[prev:]
         return out, tuple(spans)
+
+    def tokens_for(self, image: Any) -> int:
+        """The feature positions of one image (``vision.images.ImageInput``)."""
+        if self.grid is None:
+            return self.tokens_per_image
+        try:
+            rows, cols = self.grid(image)
+        except ValueError as exc:
+            from mlxctl.vision.images import ImageError
+
+            raise ImageError(image.where, str(exc)) from None
+        return rows * cols
+
+    def layout(self, images: Sequence[Any], spans: Sequence[tuple[int, int]]) -> Any:
+        """The mrope layout of a prompt's images (vision/mrope.py)."""
+        from mlxctl.vision.mrope import ImageLayout
+
+        return ImageLayout(tuple((s, *self.grid(img)) for img, (s, _) in zip(images, spans)))
 
     def stats(self) -> dict:
         return {"model_type": self.model_type, "tokens_per_image": self.tokens_per_image,
@@ -113,24 +139,34 @@ class VisionAdapter:
         """(tokens_per_image, hidden) features per image, from the cache or the tower (the
         images missing from the cache go through it together)."""
         import mlx.core as mx
-        import numpy as np
 
         found = {img.key: f for img in images if (f := self.cache.get(img.key)) is not None}
         todo = list({img.key: img for img in images if img.key not in found}.values())
         if todo:
-            pixels = mx.array(np.stack([self.processing(img.image) for img in todo]))
-            feats = self.towers.forward(pixels.astype(self.towers.pixel_dtype)).astype(self._text_dtype())
-            if feats.shape[1] != self.tokens_per_image:
-                raise EngineError(f"the vision tower gave {feats.shape[1]} feature positions per image, "
-                                  f"the prompt holds {self.tokens_per_image}")
             # evaluated per image: a cached array must hold no pending op of this thread's stream
-            per_image = [mx.contiguous(feats[i]) for i in range(len(todo))]
+            per_image = [mx.contiguous(f.astype(self._text_dtype())) for f in self._tower_features(todo)]
+            for img, f in zip(todo, per_image):
+                if f.shape[0] != self.tokens_for(img):
+                    raise EngineError(f"the vision tower gave {f.shape[0]} feature positions for an image, "
+                                      f"the prompt holds {self.tokens_for(img)}")
             mx.eval(per_image)
             for img, f in zip(todo, per_image):
                 found[img.key] = f
                 self.cache.put(img.key, f)
             self.images_encoded += len(todo)
         return [found[img.key] for img in images]
+
+    def _tower_features(self, images: Sequence[Any]) -> Sequence[Any]:
+        """(positions, hidden) per image: a fixed-size family stacks the pixels, a dynamic one
+        (``towers.encode_images``) takes the images as they are."""
+        import mlx.core as mx
+        import numpy as np
+
+        if hasattr(self.towers, "encode_images"):
+            return self.towers.encode_images([img.image for img in images])
+        pixels = mx.array(np.stack([self.processing(img.image) for img in images]))
+        feats = self.towers.forward(pixels.astype(self.towers.pixel_dtype))
+        return [feats[i] for i in range(len(images))]
 
     def embed(self, ids: Sequence[int], start: int, spans: Sequence[tuple[int, int]], feats: Sequence[Any]) -> Any:
         """(len(ids), hidden) input embeddings of prompt positions ``start .. start+len(ids)``."""
@@ -185,7 +221,15 @@ def load_vision(path: Path, config: dict, text_model: Any, tokenizer: Any, dtype
         parts = LOADERS[model_type](Path(path), config, tokenizer, dtype)
     except (KeyError, ValueError, TypeError) as exc:
         raise ModelFormatError(f"cannot load the vision tower of {Path(path).name}: {type(exc).__name__}: {exc}") from None
-    return VisionAdapter(embed_tokens=embed, cache_bytes=cache_bytes, model_type=model_type, **parts)
+    adapter = VisionAdapter(embed_tokens=embed, cache_bytes=cache_bytes, model_type=model_type, **parts)
+    if adapter.mrope_sections is not None:
+        from mlxctl.vision.mrope import install
+
+        try:
+            adapter.rope = install(text_model, adapter.mrope_sections)
+        except ValueError as exc:
+            raise ModelFormatError(f"cannot load the vision tower of {Path(path).name}: {exc}") from None
+    return adapter
 
 
 def _embed_tokens(model: Any) -> Any:
