@@ -111,6 +111,12 @@ class VisionAdapter:
             raise ImageError(image.where, str(exc)) from None
         return rows * cols
 
+    def added_tokens(self, images: Sequence[Any]) -> int:
+        """How many tokens ``expand`` adds to a prompt for these images (each placeholder
+        becomes its positions and the wrap tokens)."""
+        wrap = len(self.wrap[0]) + len(self.wrap[1])
+        return sum(self.tokens_for(img) + wrap - 1 for img in images)
+
     def layout(self, images: Sequence[Any], spans: Sequence[tuple[int, int]]) -> Any:
         """The mrope layout of a prompt's images (vision/mrope.py)."""
         from mlxctl.vision.mrope import ImageLayout

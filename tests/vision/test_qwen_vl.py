@@ -172,3 +172,22 @@ def test_chat_with_an_image_url_through_the_daemon(serve, qwen_engine):
                                 images=[decode_image(png_bytes(11, SIZES[1]), "x")]).collect()
     assert answer.choices[0].message.content == direct.text
     assert answer.usage.prompt_tokens == direct.usage.prompt_tokens
+
+
+def test_anthropic_counts_each_images_own_positions(serve, qwen_engine):
+    """count_tokens and a stream's usage count an image as its markers and its own number of
+    positions (6 and 10 here), as the engine expands it."""
+    import anthropic
+    import base64
+
+    client = anthropic.Anthropic(base_url=serve(engine=qwen_engine, name="qwen-vl-test"), api_key="x", max_retries=0)
+    blocks = [{"type": "image", "source": {"type": "base64", "media_type": "image/png",
+                                           "data": base64.b64encode(png_bytes(12 + i, size)).decode()}}
+              for i, size in enumerate(SIZES)]
+    messages = [{"role": "user", "content": [*blocks, {"type": "text", "text": "Compare them."}]}]
+    counted = client.messages.count_tokens(model="qwen-vl-test", messages=messages).input_tokens
+    with client.messages.stream(model="qwen-vl-test", messages=messages, max_tokens=2) as stream:
+        streamed = stream.get_final_message().usage
+    assert counted == streamed.input_tokens + streamed.cache_read_input_tokens
+    whole = client.messages.create(model="qwen-vl-test", messages=messages, max_tokens=2).usage
+    assert counted == whole.input_tokens + whole.cache_read_input_tokens

@@ -43,7 +43,7 @@ async def count_tokens(request: web.Request) -> web.Response:
     if refs and (vision := vision_of(engine.model)) is None:
         raise ApiError(400, images_refused(engine.model).message, param=content_field(refs[0].where))
     tokens = prompt_tokens(engine.model.tokenizer, req, model_formats(request), image_token=image_token(engine))
-    extra = len(refs) * (vision.tokens_per_image - 1) if refs else 0  # each image's placeholder, expanded
+    extra = vision.added_tokens(await load_images(request, engine, refs)) if refs else 0  # placeholders, expanded
     return web.json_response({"input_tokens": len(tokens) + extra})
 
 
@@ -67,7 +67,7 @@ async def messages(request: web.Request) -> web.StreamResponse:
                         defaults=sampling_defaults(request), images=tuple(images))
     prepared = prepare_chat(engine.model.tokenizer, model_formats(request), chat)
     if req.stream:
-        expanded = len(images) * (vision_of(engine.model).tokens_per_image - 1) if images else 0
+        expanded = vision_of(engine.model).added_tokens(images) if images else 0
         stream = MessagesStream(req.model, len(prepared.tokens) + expanded, prepared.splitter())
         return await stream_sse(request, [prepared.job()], stream)
     return web.json_response(await _whole(request, req, prepared))

@@ -102,7 +102,7 @@ def _translated(translate: Any, body: Any, reasoning: str | None) -> Any:
 def _sized(job: Job, options: OllamaOptions | None, engine: Any) -> Job:
     """The job with Ollama's num_predict and num_ctx applied (images count expanded)."""
     vision = vision_of(engine.model) if job.images else None
-    prompt = len(job.tokens) + (len(job.images) * (vision.tokens_per_image - 1) if vision else 0)
+    prompt = len(job.tokens) + (vision.added_tokens(job.images) if vision else 0)
     params = length_params(job.params, options, prompt, engine.model.context_length)
     return dataclasses.replace(job, params=params)
 
