@@ -191,3 +191,34 @@ def test_anthropic_counts_each_images_own_positions(serve, qwen_engine):
     assert counted == streamed.input_tokens + streamed.cache_read_input_tokens
     whole = client.messages.create(model="qwen-vl-test", messages=messages, max_tokens=2).usage
     assert counted == whole.input_tokens + whole.cache_read_input_tokens
+
+
+def test_chunked_prefill_a_prefix_hit_and_a_failed_step_give_the_same_answer(qwen_loaded, qwen_engine):
+    """Chunks of 5 tokens cut through both images (each chunk rotates by its own slice of the
+    3-D positions); a repeat is served from the prefix cache and continues from the right
+    position; a step that fails mid-decode resumes from its checkpoint."""
+    from mlxctl.engine.engine import Engine, EngineConfig
+    from mlxctl.engine.prefix_config import PrefixConfig
+    from mlxctl.engine.scheduler import SchedulerConfig
+
+    params = SamplingParams(temperature=0.0, max_tokens=8)
+    ids = chat(qwen_loaded, "Tell me about them.", images=2)
+    images = [image(14, SIZES[1]), image(15, SIZES[0])]
+    want = qwen_engine.submit(ids, params, images=images).collect()
+    again = qwen_engine.submit(ids, params, images=images).collect()
+    assert again.usage.cached_tokens >= 16 and again.token_ids == want.token_ids
+    failed = []
+
+    def fault(step):
+        if step == 14 and not failed:
+            failed.append(step)
+            raise RuntimeError("injected fault")
+
+    cfg = EngineConfig(scheduler=SchedulerConfig(prefill_chunk=5), prefix=PrefixConfig(enabled=False),
+                       fault_hook=fault, retry_backoff_s=0.0)
+    chunked = Engine(lambda: qwen_loaded, cfg).start()
+    try:
+        got = chunked.submit(ids, params, images=images).collect().token_ids
+    finally:
+        chunked.shutdown()
+    assert failed and got == want.token_ids
