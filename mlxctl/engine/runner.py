@@ -17,8 +17,9 @@ decode step after it go through the model as tokens, like every other row of the
 Requests without images call the model exactly as before.
 
 3-D rotary positions (Qwen2.5-VL, vision/mrope.py): a prompt chunk of a request with images
-runs under its image layout, and a decode step under each row's position delta (0 for a text
-row), set on the vision adapter's ``rope`` context around the forward pass.
+runs under its image layout (and, Qwen3-VL, its deepstack features), and a decode step under
+each row's position delta (0 for a text row), set on the vision adapter's ``rope`` context
+around the forward pass.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ class ModelRunner:
         chunk = mx.array(req.prefill_tokens[start : start + n])[None]
         embeds = self._embeddings(req, start, n) if req.images else None
         req.num_prefilled += n
-        with self._prompt_positions(req):
+        with self._prompt_positions(req, start, n):
             if req.prompt_left > 0:
                 self._fill(chunk, req.cache, embeds)
                 return None
@@ -96,11 +97,15 @@ class ModelRunner:
         req.image_features = self.vision.features_for(req.images, req.image_spans, req.image_features, start)
         return self.vision.embed(req.prefill_tokens[start : start + n], start, req.image_spans, req.image_features)[None]
 
-    def _prompt_positions(self, req: Request) -> ContextManager:
+    def _prompt_positions(self, req: Request, start: int, n: int) -> ContextManager:
         rope = getattr(self.vision, "rope", None)
         if rope is None or not req.images:
             return nullcontext()
-        return rope.prompt(self.vision.layout(req.images, req.image_spans))
+        deepstack = None
+        if self.vision.deepstack_levels:
+            ids = req.prefill_tokens[start : start + n]
+            deepstack = (start, self.vision.deepstack(ids, start, req.image_spans, req.image_features))
+        return rope.prompt(self.vision.layout(req.images, req.image_spans), deepstack)
 
     def _row_positions(self, reqs: list[Request]) -> ContextManager:
         rope = getattr(self.vision, "rope", None)

@@ -30,7 +30,7 @@ from mlxctl.vision.video_cache import VideoCache
 
 log = logging.getLogger("mlxctl.vision")
 
-SUPPORTED_TYPES = ("llava", "gemma3", "qwen2_5_vl")  # families.LOADERS
+SUPPORTED_TYPES = ("llava", "gemma3", "qwen2_5_vl", "qwen3_vl")  # families.LOADERS
 DEFAULT_CACHE_BYTES = 512 * 1024 * 1024
 
 
@@ -50,12 +50,15 @@ class VisionAdapter:
     ``wrap``: token ids around the feature positions (Gemma 3's begin/end of image).
     ``grid`` (dynamic resolution): image -> (rows, cols) of its feature positions, which then
     vary per image (``tokens_per_image`` is unused); ``mrope_sections``: the text tower rotates
-    by 3-D positions (vision/mrope.py), and ``rope`` is the context the engine sets them on."""
+    by 3-D positions (vision/mrope.py; ``mrope_interleaved``: Qwen3-VL's layout), and ``rope`` is
+    the context the engine sets them on; ``deepstack_levels``: the features also hold that many
+    deepstack levels, added after the text tower's first layers (vision/deepstack.py)."""
 
     def __init__(self, towers: Any, processing: ImageProcessing, embed_tokens: Any, *,
                  image_token: str, image_token_id: int, tokens_per_image: int, feature_token_id: int | None = None,
                  wrap: tuple[Sequence[int], Sequence[int]] = ((), ()), cache_bytes: int = DEFAULT_CACHE_BYTES,
-                 model_type: str = "llava", grid: Any = None, mrope_sections: Sequence[int] | None = None):
+                 model_type: str = "llava", grid: Any = None, mrope_sections: Sequence[int] | None = None,
+                 mrope_interleaved: bool = False, deepstack_levels: int = 0):
         self.towers, self.processing = towers, processing
         self.embed_tokens = embed_tokens
         self.image_token, self.image_token_id = image_token, image_token_id
@@ -63,7 +66,8 @@ class VisionAdapter:
         self.tokens_per_image = tokens_per_image
         self.wrap = (list(wrap[0]), list(wrap[1]))
         self.model_type = model_type
-        self.grid, self.mrope_sections = grid, mrope_sections
+        self.grid, self.mrope_sections, self.mrope_interleaved = grid, mrope_sections, mrope_interleaved
+        self.deepstack_levels = deepstack_levels
         self.rope = None  # mrope.RopeContext, installed in the text tower by load_vision
         self.cache = FeatureCache(cache_bytes)
         self.videos = VideoCache()  # decoded video frames, filled by the API layer (vision/fetch.py)
@@ -176,6 +180,33 @@ class VisionAdapter:
 
     def embed(self, ids: Sequence[int], start: int, spans: Sequence[tuple[int, int]], feats: Sequence[Any]) -> Any:
         """(len(ids), hidden) input embeddings of prompt positions ``start .. start+len(ids)``."""
+        return self._splice(ids, start, spans, feats, self.embed_tokens, 0)
+
+    def deepstack(self, ids: Sequence[int], start: int, spans: Sequence[tuple[int, int]], feats: Sequence[Any]) -> list:
+        """Per deepstack level (vision/deepstack.py), (len(ids), hidden): the level's features at
+        the image positions of prompt positions ``start .. start+len(ids)``, zero elsewhere."""
+        import mlx.core as mx
+
+        def zeros(tokens: Any) -> Any:
+            return mx.zeros((tokens.shape[0], self._hidden(feats)), dtype=self._text_dtype())
+
+        return [self._splice(ids, start, spans, feats, zeros, level + 1) for level in range(self.deepstack_levels)]
+
+    def _hidden(self, feats: Sequence[Any]) -> int:
+        width = next(f.shape[-1] for f in feats if f is not None)
+        return width // (1 + self.deepstack_levels)
+
+    def _part(self, f: Any, level: int) -> Any:
+        """Level 0 (the features spliced into the input) or a deepstack level of an image's
+        features, which such a family stores side by side: (positions, (1 + levels) * hidden)."""
+        if not self.deepstack_levels:
+            return f
+        width = f.shape[-1] // (1 + self.deepstack_levels)
+        return f[:, level * width : (level + 1) * width]
+
+    def _splice(self, ids: Sequence[int], start: int, spans: Sequence[tuple[int, int]], feats: Sequence[Any],
+                text: Any, level: int) -> Any:
+        """``text(token ids)`` rows for the text, the image features (``level``) over the spans."""
         import mlx.core as mx
 
         end = start + len(ids)
@@ -187,11 +218,11 @@ class VisionAdapter:
             if f is None:
                 raise EngineError("image features were not computed for a span being prefilled")
             if a > pos:
-                pieces.append(self.embed_tokens(mx.array(ids[pos - start : a - start])))
-            pieces.append(f[a - s : b - s])
+                pieces.append(text(mx.array(ids[pos - start : a - start])))
+            pieces.append(self._part(f, level)[a - s : b - s])
             pos = b
         if pos < end:
-            pieces.append(self.embed_tokens(mx.array(ids[pos - start :])))
+            pieces.append(text(mx.array(ids[pos - start :])))
         return mx.concatenate(pieces) if len(pieces) > 1 else pieces[0]
 
     def _text_dtype(self) -> Any:
@@ -232,9 +263,13 @@ def load_vision(path: Path, config: dict, text_model: Any, tokenizer: Any, dtype
         from mlxctl.vision.mrope import install
 
         try:
-            adapter.rope = install(text_model, adapter.mrope_sections)
+            adapter.rope = install(text_model, adapter.mrope_sections, adapter.mrope_interleaved)
         except ValueError as exc:
             raise ModelFormatError(f"cannot load the vision tower of {Path(path).name}: {exc}") from None
+        if adapter.deepstack_levels:
+            from mlxctl.vision.deepstack import install as install_deepstack
+
+            install_deepstack(text_model, adapter.deepstack_levels, adapter.rope)
     return adapter
 
 

@@ -13,7 +13,8 @@ placeholder token and how it expands.
   divided by sqrt(hidden): the text tower scales every input embedding by it. (Gemma 3 was
   trained with bidirectional attention inside an image; the text tower here is causal
   throughout, as in mlx-vlm.)
-- **Qwen2.5-VL** (``qwen2_5_vl``): dynamic resolution and 3-D rotary positions (vision/qwen_vl.py).
+- **Qwen2.5-VL** (``qwen2_5_vl``): dynamic resolution and 3-D rotary positions (vision/qwen_vl.py);
+  **Qwen3-VL** (``qwen3_vl``): the same with interleaved mrope and deepstack (vision/qwen3_vl.py).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from mlxctl.vision.preprocess import ImageProcessing
+from mlxctl.vision.qwen3_vl import load_qwen3_vl
 from mlxctl.vision.qwen_vl import load_qwen2_5_vl
 
 _VISION_PREFIXES = ("vision_tower.", "multi_modal_projector.")
@@ -106,7 +108,7 @@ def load_gemma3(path: Path, config: dict, tokenizer: Any, dtype: Any) -> dict:
             "wrap": ([*gap, begin], [end, *gap])}
 
 
-LOADERS = {"llava": load_llava, "gemma3": load_gemma3, "qwen2_5_vl": load_qwen2_5_vl}
+LOADERS = {"llava": load_llava, "gemma3": load_gemma3, "qwen2_5_vl": load_qwen2_5_vl, "qwen3_vl": load_qwen3_vl}
 
 
 def _load_modules(path: Path, config: dict, tower: Any, projector: Any, dtype: Any) -> None:

@@ -8,8 +8,10 @@ last image (sum over its images of max(h, w) - h * w): decoding, a row's next po
 KV cache offset + delta, per row of a batch.
 
 The frequencies of a head are split into three sections (``mrope_section``, e.g. 16/24/24 of 64):
-the first rotates by t, the next by h, the last by w (Hugging Face's chunked layout; q and k
-pair dimension i with i + head_dim/2, as mlx-lm's RoPE with traditional=False does).
+the first rotates by t, the next by h, the last by w (Qwen2.5-VL's chunked layout), or, for
+Qwen3-VL's interleaved one (24/20/20), frequency i rotates by h when i % 3 == 1 and
+i < 3 * sections[1], by w when i % 3 == 2 and i < 3 * sections[2], else by t. q and k pair
+dimension i with i + head_dim/2, as mlx-lm's RoPE with traditional=False does.
 
 :class:`PositionedRoPE` replaces each attention layer's RoPE. What it applies is set on its
 shared :class:`RopeContext` around a forward pass (engine thread only): a prompt chunk of a
@@ -64,14 +66,15 @@ class RopeContext:
     def __init__(self):
         self.layout: ImageLayout | None = None
         self.deltas: mx.array | None = None
+        self.deepstack: tuple[int, list] | None = None  # (chunk start, per level (n, hidden)): deepstack.py
 
     @contextmanager
-    def prompt(self, layout: ImageLayout | None) -> Iterator[None]:
-        self.layout = layout
+    def prompt(self, layout: ImageLayout | None, deepstack: tuple[int, list] | None = None) -> Iterator[None]:
+        self.layout, self.deepstack = layout, deepstack
         try:
             yield
         finally:
-            self.layout = None
+            self.layout = self.deepstack = None
 
     @contextmanager
     def rows(self, deltas: Sequence[int]) -> Iterator[None]:
@@ -85,14 +88,15 @@ class RopeContext:
 class PositionedRoPE(nn.Module):
     """mlx-lm's RoPE of one attention layer, taking 3-D positions when its context has them."""
 
-    def __init__(self, rope: Any, context: RopeContext, sections: Sequence[int], head_dim: int):
+    def __init__(self, rope: Any, context: RopeContext, sections: Sequence[int], head_dim: int,
+                 interleaved: bool = False):
         super().__init__()
         self.rope = rope
         self._context = context
         base = getattr(rope, "base", 10000.0)
         inv_freq = 1.0 / (base ** (np.arange(0, head_dim, 2, dtype=np.float64) / head_dim))
         self._inv_freq = inv_freq.astype(np.float32)
-        self._section_of = np.repeat(np.arange(3), list(sections))[: head_dim // 2]  # frequency -> t/h/w
+        self._section_of = _sections(sections, head_dim // 2, interleaved)  # frequency -> t/h/w
 
     def __call__(self, x: mx.array, offset: Any = 0) -> mx.array:
         ctx = self._context
@@ -115,12 +119,23 @@ class PositionedRoPE(nn.Module):
         return out.astype(x.dtype)
 
 
-def install(text_model: Any, sections: Sequence[int]) -> RopeContext:
+def _sections(sections: Sequence[int], half: int, interleaved: bool) -> np.ndarray:
+    """Which of t (0), h (1), w (2) each of a head's ``half`` frequencies rotates by."""
+    if not interleaved:
+        return np.repeat(np.arange(3), list(sections))[:half]
+    i = np.arange(half)
+    out = np.zeros(half, dtype=np.int64)
+    out[(i % 3 == 1) & (i < 3 * sections[1])] = 1
+    out[(i % 3 == 2) & (i < 3 * sections[2])] = 2
+    return out
+
+
+def install(text_model: Any, sections: Sequence[int], interleaved: bool = False) -> RopeContext:
     """Put a PositionedRoPE in every attention layer of the text tower; returns their context."""
     context = RopeContext()
     for layer in text_model.layers:
         attn = layer.self_attn
         if getattr(attn.rope, "traditional", False):
             raise ValueError("mrope needs the text tower's RoPE in the split-halves layout (rope_traditional false)")
-        attn.rope = PositionedRoPE(attn.rope, context, sections, attn.rope.dims)
+        attn.rope = PositionedRoPE(attn.rope, context, sections, attn.rope.dims, interleaved)
     return context

@@ -112,9 +112,13 @@ class QwenVLTowers:
         pixels = mx.array(np.concatenate([self.processing(img) for img in images]))
         m = self.processing.merge_size
         thw = mx.array([[1, r * m, c * m] for r, c in grids])
-        feats = self.tower(pixels.astype(self.pixel_dtype), thw)
+        feats = self.run(pixels.astype(self.pixel_dtype), thw)
         bounds = np.cumsum([r * c for r, c in grids])[:-1].tolist()
         return mx.split(feats, bounds) if bounds else [feats]
+
+    def run(self, pixels: Any, grid_thw: Any) -> Any:
+        """(all images' positions, hidden) features."""
+        return self.tower(pixels, grid_thw)
 
 
 def load_qwen2_5_vl(path: Path, config: dict, tokenizer: Any, dtype: Any) -> dict:
@@ -129,17 +133,22 @@ def load_qwen2_5_vl(path: Path, config: dict, tokenizer: Any, dtype: Any) -> dic
     processing = QwenImageProcessing.from_folder(path)
     if processing.merge_size != vision_cfg.spatial_merge_size or processing.patch_size != vision_cfg.patch_size:
         raise ValueError("preprocessor_config.json's patch/merge sizes differ from the vision tower's")
+    return {"towers": QwenVLTowers(tower, processing), **qwen_parts(config, tokenizer, processing)}
+
+
+def qwen_parts(config: dict, tokenizer: Any, processing: QwenImageProcessing) -> dict:
+    """What Qwen's VL families share: the markers, the per-image grid and mrope's sections."""
     pad = _token(tokenizer, config, "image_token_id", "<|image_pad|>")
     begin = _token(tokenizer, config, "vision_start_token_id", "<|vision_start|>")
     end = _token(tokenizer, config, "vision_end_token_id", "<|vision_end|>")
-    sections = (config.get("rope_scaling") or config.get("text_config", {}).get("rope_scaling") or {}).get(
-        "mrope_section")
+    text = config.get("text_config", {})
+    rope = config.get("rope_scaling") or text.get("rope_scaling") or text.get("rope_parameters") or {}
+    sections = rope.get("mrope_section")
     if not sections or len(sections) != 3:
         raise ValueError("rope_scaling.mrope_section (three sections) is missing from config.json")
-    return {"towers": QwenVLTowers(tower, processing), "processing": processing,
-            "image_token": "<|image_pad|>", "image_token_id": pad, "tokens_per_image": 0,
+    return {"processing": processing, "image_token": "<|image_pad|>", "image_token_id": pad, "tokens_per_image": 0,
             "wrap": ([begin], [end]), "grid": lambda image: processing.grid(image.size),
-            "mrope_sections": tuple(sections)}
+            "mrope_sections": tuple(sections), "mrope_interleaved": bool(rope.get("mrope_interleaved", False))}
 
 
 def _token(tokenizer: Any, config: dict, key: str, text: str) -> int:
