@@ -128,7 +128,8 @@ class VisionAdapter:
         return ImageLayout(tuple((s, *self.grid(img)) for img, (s, _) in zip(images, spans)))
 
     def stats(self) -> dict:
-        return {"model_type": self.model_type, "tokens_per_image": self.tokens_per_image,
+        per_image = self.tokens_per_image if self.grid is None else None  # None: by image size
+        return {"model_type": self.model_type, "tokens_per_image": per_image,
                 "images_encoded": self.images_encoded, "feature_cache": self.cache.stats(),
                 "video_cache": self.videos.stats()}
 

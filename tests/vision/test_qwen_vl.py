@@ -86,6 +86,7 @@ def test_a_qwen_folder_gets_its_vision_tower(qwen_loaded):
     tokens, spans = vision.expand([7, pad, 8, pad, 9], 2, [image(1, SIZES[0]), image(2, SIZES[1])])
     assert tokens == [7, begin, *[pad] * 6, end, 8, begin, *[pad] * 10, end, 9]  # as Qwen's processor writes it
     assert spans == ((2, 6), (11, 10))
+    assert vision.stats()["tokens_per_image"] is None  # by image size
 
 
 @pytest.mark.parametrize("size", [*SIZES, (600, 400), (20, 30)])
