@@ -67,6 +67,7 @@ class RopeContext:
         self.layout: ImageLayout | None = None
         self.deltas: mx.array | None = None
         self.deepstack: tuple[int, list] | None = None  # (chunk start, per level (n, hidden)): deepstack.py
+        self._rotations: dict = {}  # (offset, n) -> what every layer rotates that pass by
 
     @contextmanager
     def prompt(self, layout: ImageLayout | None, deepstack: tuple[int, list] | None = None) -> Iterator[None]:
@@ -75,6 +76,14 @@ class RopeContext:
             yield
         finally:
             self.layout = self.deepstack = None
+            self._rotations.clear()
+
+    def rotation(self, offset: int, n: int, make: Any) -> Any:
+        """``make(positions)`` for this pass, worked out once for all the layers."""
+        key = (offset, n)
+        if key not in self._rotations:
+            self._rotations[key] = make(self.layout.positions(offset, n))
+        return self._rotations[key]
 
     @contextmanager
     def rows(self, deltas: Sequence[int]) -> Iterator[None]:
@@ -101,22 +110,29 @@ class PositionedRoPE(nn.Module):
     def __call__(self, x: mx.array, offset: Any = 0) -> mx.array:
         ctx = self._context
         if ctx.layout is not None and isinstance(offset, int):
-            return self._mrope(x, ctx.layout.positions(offset, x.shape[-2]))
+            rotation = ctx.rotation(offset, x.shape[-2], self._rotation)
+            if isinstance(rotation, int):  # text only: plain RoPE from its position, exactly
+                return self.rope(x, offset=rotation)
+            return _rotate(x, *rotation)
         if ctx.deltas is not None:
             return self.rope(x, offset=offset + ctx.deltas)
         return self.rope(x, offset=offset)
 
-    def _mrope(self, x: mx.array, positions: np.ndarray) -> mx.array:
+    def _rotation(self, positions: np.ndarray) -> int | tuple[mx.array, mx.array]:
+        """The first position of a text-only run, else the (n, half) cos and sin."""
         if (positions[0] == positions[1]).all() and (positions[0] == positions[2]).all() and \
                 (np.diff(positions[0]) == 1).all():
-            return self.rope(x, offset=int(positions[0, 0]))  # text only: plain RoPE, exactly
+            return int(positions[0, 0])
         chosen = positions[self._section_of]  # (half, n): each frequency's t, h or w position
         angles = mx.array((chosen.T * self._inv_freq).astype(np.float32))  # (n, half)
-        cos, sin = mx.cos(angles), mx.sin(angles)
-        half = x.shape[-1] // 2
-        a, b = x[..., :half].astype(mx.float32), x[..., half:].astype(mx.float32)
-        out = mx.concatenate([a * cos - b * sin, b * cos + a * sin], axis=-1)
-        return out.astype(x.dtype)
+        return mx.cos(angles), mx.sin(angles)
+
+
+def _rotate(x: mx.array, cos: mx.array, sin: mx.array) -> mx.array:
+    """Split-halves rotation of (..., n, head_dim) by (n, head_dim/2) angles."""
+    half = x.shape[-1] // 2
+    a, b = x[..., :half].astype(mx.float32), x[..., half:].astype(mx.float32)
+    return mx.concatenate([a * cos - b * sin, b * cos + a * sin], axis=-1).astype(x.dtype)
 
 
 def _sections(sections: Sequence[int], half: int, interleaved: bool) -> np.ndarray:
