@@ -104,7 +104,8 @@ class ModelRunner:
         deepstack = None
         if self.vision.deepstack_levels:
             ids = req.prefill_tokens[start : start + n]
-            deepstack = (start, self.vision.deepstack(ids, start, req.image_spans, req.image_features))
+            levels = self.vision.deepstack(ids, start, req.image_spans, req.image_features)
+            deepstack = None if levels is None else (start, levels)
         return rope.prompt(self.vision.layout(req.images, req.image_spans), deepstack)
 
     def _row_positions(self, reqs: list[Request]) -> ContextManager:

@@ -183,10 +183,15 @@ class VisionAdapter:
         """(len(ids), hidden) input embeddings of prompt positions ``start .. start+len(ids)``."""
         return self._splice(ids, start, spans, feats, self.embed_tokens, 0)
 
-    def deepstack(self, ids: Sequence[int], start: int, spans: Sequence[tuple[int, int]], feats: Sequence[Any]) -> list:
+    def deepstack(self, ids: Sequence[int], start: int, spans: Sequence[tuple[int, int]],
+                  feats: Sequence[Any]) -> list | None:
         """Per deepstack level (vision/deepstack.py), (len(ids), hidden): the level's features at
-        the image positions of prompt positions ``start .. start+len(ids)``, zero elsewhere."""
+        the image positions of prompt positions ``start .. start+len(ids)``, zero elsewhere; None
+        when no image is in them (nothing to add, and the features may not be at hand)."""
         import mlx.core as mx
+
+        if not any(s < start + len(ids) and s + n > start for s, n in spans):
+            return None
 
         def zeros(tokens: Any) -> Any:
             return mx.zeros((tokens.shape[0], self._hidden(feats)), dtype=self._text_dtype())

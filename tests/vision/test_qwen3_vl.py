@@ -76,6 +76,8 @@ def test_batched_with_text_and_chunked_prefill_answer_as_alone(qwen3_loaded, qwe
                qwen3_engine.submit(text_ids, params, cache_salt="together")]
     img_both, text_both = (s.collect() for s in streams)
     assert text_both.token_ids == text_alone.token_ids and img_both.token_ids == img_alone.token_ids
+    again = qwen3_engine.submit(img_ids, params, images=images, cache_salt="alone").collect()
+    assert again.usage.cached_tokens > 32 and again.token_ids == img_alone.token_ids  # images' KV from the cache
     cfg = EngineConfig(scheduler=SchedulerConfig(prefill_chunk=5), prefix=PrefixConfig(enabled=False))
     chunked = Engine(lambda: qwen3_loaded, cfg).start()
     try:
