@@ -15,11 +15,17 @@ chunk like any prompt: each chunk's token embeddings with the image features spl
 the placeholder positions (``vision.adapter.VisionAdapter.embed``). Its first token and every
 decode step after it go through the model as tokens, like every other row of the batch.
 Requests without images call the model exactly as before.
+
+3-D rotary positions (Qwen2.5-VL, vision/mrope.py): a prompt chunk of a request with images
+runs under its image layout (and, Qwen3-VL, its deepstack features), and a decode step under
+each row's position delta (0 for a text row), set on the vision adapter's ``rope`` context
+around the forward pass.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from contextlib import nullcontext
+from typing import Any, ContextManager
 
 import mlx.core as mx
 from mlx_lm.models.cache import make_prompt_cache
@@ -45,10 +51,11 @@ class ModelRunner:
         chunk = mx.array(req.prefill_tokens[start : start + n])[None]
         embeds = self._embeddings(req, start, n) if req.images else None
         req.num_prefilled += n
-        if req.prompt_left > 0:
-            self._fill(chunk, req.cache, embeds)
-            return None
-        logits = self._last_logits(chunk, req.cache, embeds)
+        with self._prompt_positions(req, start, n):
+            if req.prompt_left > 0:
+                self._fill(chunk, req.cache, embeds)
+                return None
+            logits = self._last_logits(chunk, req.cache, embeds)
         first = sample_batch(logits, [req.sampler], _first_masks([req], logits))
         mx.async_eval(arrays_to_eval(first))
         return first
@@ -90,6 +97,23 @@ class ModelRunner:
         req.image_features = self.vision.features_for(req.images, req.image_spans, req.image_features, start)
         return self.vision.embed(req.prefill_tokens[start : start + n], start, req.image_spans, req.image_features)[None]
 
+    def _prompt_positions(self, req: Request, start: int, n: int) -> ContextManager:
+        rope = getattr(self.vision, "rope", None)
+        if rope is None or not req.images:
+            return nullcontext()
+        deepstack = None
+        if self.vision.deepstack_levels:
+            ids = req.prefill_tokens[start : start + n]
+            levels = self.vision.deepstack(ids, start, req.image_spans, req.image_features)
+            deepstack = None if levels is None else (start, levels)
+        return rope.prompt(self.vision.mrope_layout(req.images, req.image_spans), deepstack)
+
+    def _row_positions(self, reqs: list[Request]) -> ContextManager:
+        rope = getattr(self.vision, "rope", None)
+        if rope is None:
+            return nullcontext()
+        return rope.rows([self.vision.mrope_layout(r.images, r.image_spans).delta if r.images else 0 for r in reqs])
+
     def _fill(self, tokens: mx.array, cache: list[Any], embeds: mx.array | None = None, wait: bool = True) -> None:
         """Run prompt tokens for their KV only: the logits are never evaluated, so the output
         projection (the vocabulary-wide matmul) is skipped for them. ``wait``: evaluate the
@@ -117,7 +141,8 @@ class ModelRunner:
 
     def decode(self, batch: DecodeBatch) -> BatchSample:
         """Queue one decode step for every row; returns the (lazy) next tokens."""
-        logits = self.model(batch.tokens[:, None], cache=batch.caches)[:, -1, :]
+        with self._row_positions(batch.requests):
+            logits = self.model(batch.tokens[:, None], cache=batch.caches)[:, -1, :]
         samplers = [r.sampler for r in batch.requests]
         matchers = [r.constraint for r in batch.requests]
         if all(m is None for m in matchers):

@@ -18,6 +18,8 @@ placeholder token and how it expands.
 - **Pixtral / Mistral 3** (``pixtral``, ``mistral3``): Pixtral's encoder at the image's own size,
   Mistral 3's 2x2 patch merger + projector (Pixtral: LLaVA's projector), ``[IMG_BREAK]`` per row
   (vision/pixtral.py).
+- **Qwen2.5-VL** (``qwen2_5_vl``): dynamic resolution and 3-D rotary positions (vision/qwen_vl.py);
+  **Qwen3-VL** (``qwen3_vl``): the same with interleaved mrope and deepstack (vision/qwen3_vl.py).
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ from typing import Any
 from mlxctl.vision.idefics3 import load_idefics3
 from mlxctl.vision.pixtral import load_mistral3, load_pixtral
 from mlxctl.vision.preprocess import ImageProcessing
+from mlxctl.vision.qwen3_vl import load_qwen3_vl
+from mlxctl.vision.qwen_vl import load_qwen2_5_vl
 
 _VISION_PREFIXES = ("vision_tower.", "multi_modal_projector.")
 
@@ -114,13 +118,12 @@ def load_gemma3(path: Path, config: dict, tokenizer: Any, dtype: Any) -> dict:
 LOADERS = {"llava": load_llava, "gemma3": load_gemma3}
 LOADERS.update(idefics3=load_idefics3, smolvlm=load_idefics3)  # vision/idefics3.py
 LOADERS.update(mistral3=load_mistral3, pixtral=load_pixtral)  # vision/pixtral.py
+LOADERS.update(qwen2_5_vl=load_qwen2_5_vl, qwen3_vl=load_qwen3_vl)  # vision/qwen_vl.py, qwen3_vl.py
 
 
 def _load_modules(path: Path, config: dict, tower: Any, projector: Any, dtype: Any) -> None:
     """Both modules' weights from the folder (quantised where the checkpoint is), converted to
     ``dtype`` when given, evaluated."""
-    import mlx.core as mx
-
     weights = _vision_weights(path)
     tower_w = tower.sanitize({k.removeprefix("vision_tower."): v for k, v in weights.items()
                               if k.startswith("vision_tower.")})
@@ -129,27 +132,44 @@ def _load_modules(path: Path, config: dict, tower: Any, projector: Any, dtype: A
     if not tower_w or not proj_w:
         raise KeyError("the folder has no vision_tower.* / multi_modal_projector.* weights")
     for module, w in ((tower, tower_w), (projector, proj_w)):
-        _quantize_like(module, w, config.get("quantization"))
-        module.load_weights(list(w.items()), strict=True)
-        if dtype is not None:
-            from mlxctl.models.dequantize import dequantize_model
-
-            dequantize_model(module, dtype)
-            module.set_dtype(dtype)
-        module.eval()
-        mx.eval(module.parameters())
+        load_module(module, w, config, dtype)
 
 
-def _vision_weights(path: Path) -> dict:
+def load_module(module: Any, weights: dict, config: dict, dtype: Any) -> None:
+    """One module's weights (quantised where the checkpoint is), converted to ``dtype`` when
+    given, evaluated."""
+    import mlx.core as mx
+
+    _quantize_like(module, weights, config.get("quantization"))
+    module.load_weights(list(weights.items()), strict=True)
+    if dtype is not None:
+        from mlxctl.models.dequantize import dequantize_model
+
+        dequantize_model(module, dtype)
+        module.set_dtype(dtype)
+    module.eval()
+    mx.eval(module.parameters())
+
+
+def _vision_weights(path: Path, prefixes: tuple[str, ...] = _VISION_PREFIXES) -> dict:
     import mlx.core as mx
 
     out = {}
     for file in sorted(path.glob("*.safetensors")):
         for key, value in mx.load(str(file)).items():
             key = key.removeprefix("model.")  # transformers 5 checkpoints nest everything under model.
-            if key.startswith(_VISION_PREFIXES):
+            if key.startswith(prefixes):
                 out[key] = value
     return out
+
+
+def load_tower(path: Path, config: dict, tower: Any, prefixes: tuple[str, ...], dtype: Any) -> None:
+    """A tower with no separate projector (its weights under one of ``prefixes``)."""
+    weights = _vision_weights(path, prefixes)
+    found = {k.removeprefix(p): v for k, v in weights.items() for p in prefixes if k.startswith(p)}
+    if not found:
+        raise KeyError(f"the folder has no {' / '.join(p + '*' for p in prefixes)} weights")
+    load_module(tower, tower.sanitize(found), config, dtype)
 
 
 def _quantize_like(module: Any, weights: dict, quantization: dict | None) -> None:

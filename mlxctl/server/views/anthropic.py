@@ -50,8 +50,10 @@ async def count_tokens(request: web.Request) -> web.Response:
 
 async def _counted_images(request: web.Request, engine: Any, refs: list) -> list:
     """The images count_tokens counts: loaded where their size decides their positions (the
-    vision families with a layout: Idefics3's tiles, Pixtral's rows), else only their number."""
-    if vision_of(engine.model).layout is not None:
+    vision families with a layout or a grid: Idefics3's tiles, Pixtral's rows, Qwen-VL's dynamic
+    resolution), else only their number."""
+    vision = vision_of(engine.model)
+    if vision.layout is not None or vision.grid is not None:
         return await load_images(request, engine, refs)
     return [None] * len(refs)
 
