@@ -64,16 +64,24 @@ def admit(waiting: deque[Request], prefilling: list[Request], running: list[Requ
     return admitted
 
 
+def prefill_budget(prefill_chunk: int, decoding: int) -> int:
+    """The step's prompt tokens: ``prefill_chunk`` less one token per decode row (a step's
+    cost is the tokens it runs), but never under half of it, so prompts always go on."""
+    return max(prefill_chunk - decoding, (prefill_chunk + 1) // 2)
+
+
 def plan_prefill(prefilling: list[Request], budget: int) -> list[tuple[Request, int]]:
-    """Split the step's prompt-token budget over prefilling requests in arrival order."""
-    chunks = []
-    for req in prefilling:
-        if budget <= 0:
-            break
-        n = min(req.prompt_left, budget)
-        chunks.append((req, n))
+    """Split the step's prompt-token budget fairly (max-min) over prefilling requests: each
+    gets an equal share, a prompt that needs less than its share leaves the rest to the others.
+    A short prompt that arrives while a long one prefills is done in a step or two instead of
+    waiting for every chunk of the long one. Returned in arrival order."""
+    shares: dict[int, int] = {}
+    by_need = sorted(prefilling, key=lambda r: r.prompt_left)  # stable: arrival order among equals
+    for i, req in enumerate(by_need):
+        share = -(-budget // (len(by_need) - i))  # ceil: a budget under the count goes to the shortest
+        shares[id(req)] = n = min(req.prompt_left, share)
         budget -= n
-    return chunks
+    return [(req, shares[id(req)]) for req in prefilling if shares[id(req)] > 0]
 
 
 class Scheduler:
@@ -93,7 +101,8 @@ class Scheduler:
         for req in admit(self.waiting, self.prefilling, self.running, self.cfg, self.one_at_a_time):
             req.status = RequestStatus.PREFILLING
             self.prefilling.append(req)
-        return StepPlan(prefill=plan_prefill(self.prefilling, self.cfg.prefill_chunk), decode=list(self.running))
+        budget = prefill_budget(self.cfg.prefill_chunk, len(self.running))
+        return StepPlan(prefill=plan_prefill(self.prefilling, budget), decode=list(self.running))
 
     def start_running(self, req: Request) -> None:
         """A request whose prompt is done joins the decode batch."""

@@ -4,7 +4,7 @@ from collections import deque
 
 from mlxctl.engine.request import Request, RequestStatus
 from mlxctl.engine.sampling import SamplingParams
-from mlxctl.engine.scheduler import Scheduler, SchedulerConfig, admit, plan_prefill
+from mlxctl.engine.scheduler import Scheduler, SchedulerConfig, admit, plan_prefill, prefill_budget
 from mlxctl.engine.streams import RequestStream
 
 
@@ -26,11 +26,29 @@ def test_admit_respects_max_num_seqs_counting_running():
     assert [r.id for r in got] == ["0"]
 
 
-def test_plan_prefill_chunks_long_prompt_and_shares_budget_in_order():
+def test_plan_prefill_chunks_long_prompt_and_leaves_a_short_ones_share_to_it():
     a, b = fake("a", 1000), fake("b", 30)
-    assert plan_prefill([a, b], 512) == [(a, 512)]
+    assert plan_prefill([a], 512) == [(a, 512)]
+    assert plan_prefill([a, b], 512) == [(a, 482), (b, 30)]  # b is done this step, a takes the rest
     a.num_prefilled = 990
     assert plan_prefill([a, b], 512) == [(a, 10), (b, 30)]
+
+
+def test_plan_prefill_splits_evenly_between_long_prompts_in_arrival_order():
+    a, b, c = fake("a", 1000), fake("b", 900), fake("c", 100)
+    assert plan_prefill([a, b, c], 512) == [(a, 206), (b, 206), (c, 100)]
+
+
+def test_plan_prefill_budget_under_the_count_goes_to_the_shortest():
+    reqs = [fake(str(i), 50 + i) for i in range(4)]
+    assert plan_prefill(reqs, 2) == [(reqs[0], 1), (reqs[1], 1)]
+
+
+def test_prefill_budget_counts_decode_rows_down_to_half_the_chunk():
+    assert prefill_budget(512, 0) == 512
+    assert prefill_budget(512, 16) == 496
+    assert prefill_budget(8, 16) == 4
+    assert prefill_budget(1, 3) == 1
 
 
 def test_schedule_decodes_running_while_a_long_prompt_prefills():
@@ -42,7 +60,7 @@ def test_schedule_decodes_running_while_a_long_prompt_prefills():
     s.add(fake("long", 1000))
     plan = s.schedule()
     assert plan.decode == [running]
-    assert [(r.id, n) for r, n in plan.prefill] == [("long", 64)]
+    assert [(r.id, n) for r, n in plan.prefill] == [("long", 63)]  # the decode row counts one token
 
 
 def test_finish_removes_from_every_queue():
