@@ -71,15 +71,20 @@ def prefill_budget(prefill_chunk: int, decoding: int) -> int:
 
 
 def plan_prefill(prefilling: list[Request], budget: int) -> list[tuple[Request, int]]:
-    """Split the step's prompt-token budget fairly (max-min) over prefilling requests: each
-    gets an equal share, a prompt that needs less than its share leaves the rest to the others.
-    A short prompt that arrives while a long one prefills is done in a step or two instead of
-    waiting for every chunk of the long one. Returned in arrival order."""
-    shares: dict[int, int] = {}
-    by_need = sorted(prefilling, key=lambda r: r.prompt_left)  # stable: arrival order among equals
-    for i, req in enumerate(by_need):
-        share = -(-budget // (len(by_need) - i))  # ceil: a budget under the count goes to the shortest
-        shares[id(req)] = n = min(req.prompt_left, share)
+    """Split the step's prompt-token budget over prefilling requests: the one prefilling
+    longest keeps an equal share (so it always goes on), the rest goes shortest prompt first
+    (as far as it reaches). A short prompt that arrives while a long one prefills is done in
+    a step instead of waiting for all the long one's chunks, and a burst of prompts still
+    runs as many whole prompts as fit (prefilled together). Returned in arrival order."""
+    if not prefilling:
+        return []
+    shares = {id(req): 0 for req in prefilling}
+    oldest = prefilling[0]
+    shares[id(oldest)] = min(oldest.prompt_left, budget // len(prefilling))
+    budget -= shares[id(oldest)]
+    for req in sorted(prefilling, key=lambda r: r.prompt_left):  # stable: arrival order among equals
+        n = min(req.prompt_left - shares[id(req)], budget)
+        shares[id(req)] += n
         budget -= n
     return [(req, shares[id(req)]) for req in prefilling if shares[id(req)] > 0]
 

@@ -34,14 +34,25 @@ def test_plan_prefill_chunks_long_prompt_and_leaves_a_short_ones_share_to_it():
     assert plan_prefill([a, b], 512) == [(a, 10), (b, 30)]
 
 
-def test_plan_prefill_splits_evenly_between_long_prompts_in_arrival_order():
+def test_plan_prefill_keeps_the_oldest_a_share_and_gives_the_rest_shortest_first():
     a, b, c = fake("a", 1000), fake("b", 900), fake("c", 100)
-    assert plan_prefill([a, b, c], 512) == [(a, 206), (b, 206), (c, 100)]
+    assert plan_prefill([a, b, c], 512) == [(a, 170), (b, 242), (c, 100)]
+
+
+def test_plan_prefill_never_starves_the_oldest_when_short_prompts_fill_the_budget():
+    long, shorts = fake("long", 5000), [fake(f"s{i}", 200) for i in range(7)]
+    plan = dict(plan_prefill([long, *shorts], 512))
+    assert plan[long] == 64 and plan[shorts[0]] == plan[shorts[1]] == 200 and plan[shorts[2]] == 48
+
+
+def test_plan_prefill_runs_as_many_whole_prompts_of_a_burst_as_fit():
+    burst = [fake(str(i), 300) for i in range(8)]
+    assert plan_prefill(burst, 2048) == [(r, 300) for r in burst[:6]] + [(burst[6], 248)]
 
 
 def test_plan_prefill_budget_under_the_count_goes_to_the_shortest():
     reqs = [fake(str(i), 50 + i) for i in range(4)]
-    assert plan_prefill(reqs, 2) == [(reqs[0], 1), (reqs[1], 1)]
+    assert plan_prefill(reqs, 2) == [(reqs[0], 2)]
 
 
 def test_prefill_budget_counts_decode_rows_down_to_half_the_chunk():
