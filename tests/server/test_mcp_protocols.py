@@ -29,7 +29,12 @@ CALC = [{"type": "mcp", "server_label": "calc", "require_approval": "never"}]
 def url(serve, tmp_path):
     config = tmp_path / "mcp.json"
     config.write_text(json.dumps({"mcpServers": {"calc": calc_stdio(allow=["add", "boom"])}}))
-    return serve(mcp_config=str(config))
+    base = serve(mcp_config=str(config))
+    # the engine is the session's: without its earlier prefixes each test's greedy rounds are the
+    # ones it gives alone (a forced call over an unbounded integer once ran past max_output_tokens
+    # after the whole suite had filled the cache)
+    httpx.delete(f"{base}/v1/cache").raise_for_status()
+    return base
 
 
 def claude(url: str) -> anthropic.Anthropic:
