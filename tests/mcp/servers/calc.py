@@ -16,6 +16,9 @@ import asyncio
 import base64
 import os
 import socket
+from typing import Annotated
+
+from pydantic import Field
 
 try:  # mcp 2.x
     from mcp.server.mcpserver import Image
@@ -37,8 +40,14 @@ server = _Server("calc")
 _released = asyncio.Event()
 
 
+# bounded, so a forced call's grammar ends each number: a small model greedily writing digits
+# would otherwise run a call past max_tokens (seen in full CI runs, where the model's greedy path
+# depends on what the session's engine did before)
+Operand = Annotated[int, Field(ge=-1_000_000, le=1_000_000)]
+
+
 @server.tool()
-def add(a: int, b: int) -> int:
+def add(a: Operand, b: Operand) -> int:
     """Add two integers."""
     return a + b
 
