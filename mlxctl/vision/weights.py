@@ -14,9 +14,7 @@ def load_prefixed(path: Path, config: dict, modules: dict[str, Any], dtype: Any,
     transformers 5 nests them; quantised where the checkpoint is), converted to ``dtype`` when
     given, evaluated. The tower (the first module) sanitises its own weights, after ``rename``
     of their keys where given."""
-    import mlx.core as mx
-
-    from mlxctl.vision.families import _quantize_like
+    from mlxctl.vision.families import load_module
 
     weights = _weights(path, tuple(modules))
     for n, (prefix, module) in enumerate(modules.items()):
@@ -27,15 +25,7 @@ def load_prefixed(path: Path, config: dict, modules: dict[str, Any], dtype: Any,
             w = {rename(k): v for k, v in w.items()}
         if n == 0 and hasattr(module, "sanitize"):
             w = module.sanitize(w)
-        _quantize_like(module, w, config.get("quantization"))
-        module.load_weights(list(w.items()), strict=True)
-        if dtype is not None:
-            from mlxctl.models.dequantize import dequantize_model
-
-            dequantize_model(module, dtype)
-            module.set_dtype(dtype)
-        module.eval()
-        mx.eval(module.parameters())
+        load_module(module, w, config, dtype)
 
 
 def _weights(path: Path, prefixes: tuple[str, ...]) -> dict:
