@@ -3,12 +3,17 @@
 
   python scripts/bench_engine.py [--model REF] [--load-format auto|dummy] [--dtype auto]
          [--prompt-tokens N] [--max-tokens 128] [--concurrency 8,64] [--reps 3] [--json]
+         [--prefill-chunk N] [--variant NAME:key=value,...]
 
 Single stream (greedy, fixed length): mlx-lm's bare `generate_step` loop and `stream_generate`
 against `Engine.submit`, interleaved A B C A B C; decode tok/s is measured from the first
 token to the last. Concurrency C: mlx-lm's `BatchGenerator` (C prompts inserted at once)
 against C simultaneous engine submissions; tok/s is all generated tokens over wall time,
 prefill included. Every shape is run once before it is measured (first runs compile kernels).
+
+``--variant`` adds an engine with other settings on the same loaded model, measured in the same
+interleaved rounds (keys: prefill_chunk, max_prefilling, pool_cap_bytes), so an engine setting is
+compared side by side, e.g. ``--variant clear-always:pool_cap_bytes=0``.
 """
 
 from __future__ import annotations
@@ -35,6 +40,9 @@ def parse() -> argparse.Namespace:
     p.add_argument("--concurrency", default="8", help="comma-separated batch sizes")
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.add_argument("--prefill-chunk", type=int, default=0, help="the engine's prompt tokens per step (0: by backend)")
+    p.add_argument("--variant", action="append", default=[], metavar="NAME:key=value,...",
+                   help="another engine with these settings, measured alongside (repeatable)")
     return p.parse_args()
 
 
@@ -97,33 +105,71 @@ def engine_batch(engine, batch, n):
     return total / (time.perf_counter() - t0)
 
 
-def run_single(loaded, engine, prompt, args) -> dict:
+def run_single(loaded, engines, prompt, args) -> dict:
     n = args.max_tokens
-    for fn, target in ((bare_generate_step, loaded), (stream_generate_tps, loaded), (engine_single, engine)):
-        fn(target, prompt, n)  # warm-up at the measured shape
-    runs = {"generate_step": [], "stream_generate": [], "engine": []}
+    bare = {"generate_step": lambda: bare_generate_step(loaded, prompt, n),
+            "stream_generate": lambda: stream_generate_tps(loaded, prompt, n)}
+    ours = {name: (lambda e=e: engine_single(e, prompt, n)) for name, e in engines.items()}
+    for fn in (*bare.values(), *ours.values()):
+        fn()  # warm-up at the measured shape
+    runs = {k: [] for k in (*bare, *ours)}
     same = True
     for _ in range(args.reps):
-        ref, a = bare_generate_step(loaded, prompt, n)
-        _, b = stream_generate_tps(loaded, prompt, n)
-        got, c = engine_single(engine, prompt, n)
-        runs["generate_step"].append(a), runs["stream_generate"].append(b), runs["engine"].append(c)
-        same &= ref == got
+        ref, tps = bare["generate_step"]()
+        runs["generate_step"].append(tps)
+        runs["stream_generate"].append(bare["stream_generate"]()[1])
+        for name, fn in ours.items():
+            got, tps = fn()
+            runs[name].append(tps)
+            same &= ref == got
     return summarise(runs, same)
 
 
-def run_batch(loaded, engine, batch, args) -> dict:
-    mlx_lm_batch(loaded, batch, args.max_tokens), engine_batch(engine, batch, args.max_tokens)
-    runs = {"batch_generator": [], "engine": []}
+def run_batch(loaded, engines, batch, args) -> dict:
+    fns = {"batch_generator": lambda: mlx_lm_batch(loaded, batch, args.max_tokens),
+           **{name: (lambda e=e: engine_batch(e, batch, args.max_tokens)) for name, e in engines.items()}}
+    for fn in fns.values():
+        fn()
+    runs = {k: [] for k in fns}
     for _ in range(args.reps):
-        runs["batch_generator"].append(mlx_lm_batch(loaded, batch, args.max_tokens))
-        runs["engine"].append(engine_batch(engine, batch, args.max_tokens))
+        for name, fn in fns.items():
+            runs[name].append(fn())
     return summarise(runs, None)
+
+
+def engine_configs(args, sizes: list[int]) -> dict:
+    """The base engine's config and one per ``--variant``, by name."""
+    import dataclasses
+
+    from mlxctl.engine.engine import EngineConfig
+    from mlxctl.engine.scheduler import SchedulerConfig
+
+    base = EngineConfig(SchedulerConfig(max_num_seqs=max([16, *sizes]), max_prefilling=8,
+                                        prefill_chunk=args.prefill_chunk))
+    configs = {"engine": base}
+    for spec in args.variant:
+        name, _, settings = spec.partition(":")
+        scheduler, engine = {}, {}
+        for item in filter(None, settings.split(",")):
+            key, _, value = item.partition("=")
+            if key in ("prefill_chunk", "max_prefilling"):
+                scheduler[key] = int(value)
+            elif key == "pool_cap_bytes":
+                engine[key] = int(value)
+            else:
+                raise SystemExit(f"--variant {spec}: unknown setting {key!r} "
+                                 "(prefill_chunk, max_prefilling, pool_cap_bytes)")
+        configs[f"engine[{name}]"] = dataclasses.replace(
+            base, scheduler=dataclasses.replace(base.scheduler, **scheduler), **engine)
+    return configs
 
 
 def summarise(runs: dict, same) -> dict:
     med = {k: statistics.median(v) for k, v in runs.items()}
-    out = {"median_tps": med, "runs": runs, "engine_ratio_vs": {k: med["engine"] / v for k, v in med.items() if k != "engine"}}
+    ours = [k for k in med if k.startswith("engine")]
+    out = {"median_tps": med, "runs": runs,
+           "engine_ratio_vs": {k: med["engine"] / v for k, v in med.items() if k != "engine"},
+           "ratios": {f"{a} / {k}": med[a] / v for a in ours for k, v in med.items() if k not in ours}}
     if same is not None:
         out["greedy_tokens_identical"] = same
     return out
@@ -131,20 +177,20 @@ def summarise(runs: dict, same) -> dict:
 
 def main() -> int:
     args = parse()
-    from mlxctl.engine.engine import Engine, EngineConfig
-    from mlxctl.engine.scheduler import SchedulerConfig
+    from mlxctl.engine.engine import Engine
     from mlxctl.generation import model_loader
 
     sizes = [int(c) for c in args.concurrency.split(",") if c]
+    configs = engine_configs(args, sizes)
     loaded = model_loader(args.model, args.dtype, lambda m: print(m, file=sys.stderr), args.load_format,
                           args.moe_top_k)()
-    config = EngineConfig(SchedulerConfig(max_num_seqs=max([16, *sizes]), max_prefilling=8))
-    engine = Engine(lambda: loaded, config).start()
+    engines = {name: Engine(lambda: loaded, config).start() for name, config in configs.items()}
     result = provenance(args, loaded)
-    result["single"] = run_single(loaded, engine, prompts(loaded, args.prompt_tokens, 1)[0], args)
+    result["single"] = run_single(loaded, engines, prompts(loaded, args.prompt_tokens, 1)[0], args)
     for c in sizes:
-        result[f"concurrency_{c}"] = run_batch(loaded, engine, prompts(loaded, args.prompt_tokens, c), args)
-    engine.shutdown()
+        result[f"concurrency_{c}"] = run_batch(loaded, engines, prompts(loaded, args.prompt_tokens, c), args)
+    for engine in engines.values():
+        engine.shutdown()
     print(json.dumps(result, indent=2) if args.json else human(result))
     return 0
 
@@ -165,9 +211,9 @@ def human(r: dict) -> str:
     for key, res in r.items():
         if isinstance(res, dict) and "median_tps" in res:
             figures = ", ".join(f"{k} {v:.1f}" for k, v in res["median_tps"].items())
-            ratios = ", ".join(f"vs {k} {v:.3f}" for k, v in res["engine_ratio_vs"].items())
+            ratios = ", ".join(f"{k} {v:.3f}" for k, v in res["ratios"].items())
             extra = f", greedy identical: {res['greedy_tokens_identical']}" if "greedy_tokens_identical" in res else ""
-            lines.append(f"{key}: tok/s {figures} | engine ratio {ratios}{extra}")
+            lines.append(f"{key}: tok/s {figures} | ratios {ratios}{extra}")
     return "\n".join(lines)
 
 

@@ -26,7 +26,7 @@ from mlxctl.engine.recovery import blame
 from mlxctl.engine.request import Request, RequestStatus
 from mlxctl.engine.sampling import SamplingParams
 from mlxctl.engine.scheduler import Scheduler, SchedulerConfig, resolve_auto
-from mlxctl.engine.streams import RequestStream
+from mlxctl.engine.streams import RequestStream, delivered_together
 from mlxctl.errors import EngineError, MlxctlError
 
 log = logging.getLogger("mlxctl.engine")
@@ -47,6 +47,9 @@ class EngineConfig:
     scheduler: SchedulerConfig = SchedulerConfig()
     prefix: PrefixConfig = PrefixConfig()
     clear_cache_every: int = 256  # steps between mx.clear_cache() calls
+    # MLX's pool of freed buffers is returned after a batch change only once it holds more than
+    # this (bytes). None: a tenth of the device's memory, at least 1 GiB; 0: after every change
+    pool_cap_bytes: int | None = None
     max_retries: int = 3  # failed steps a request may be part of before it ends with an error
     retry_backoff_s: float = 0.05  # first pause after a failed step; doubles each time, at most 5 s
     fault_hook: Callable[[int], None] | None = None  # tests: called before each step, may raise
@@ -200,6 +203,8 @@ class Engine:
         self.scheduler.cfg = resolve_auto(self.scheduler.cfg)
         self.runner = ModelRunner(self.model.model, getattr(self.model, "vision", None))
         self.prefix = PrefixReuse(self.model, self.config.prefix)
+        cap = self.config.pool_cap_bytes
+        self._pool_cap = default_pool_cap() if cap is None else cap
 
     def _loop(self) -> None:
         while self._drain_inbox(block=not self.scheduler.has_work):
@@ -325,6 +330,10 @@ class Engine:
         self._preemptions += 1
 
     def step(self) -> None:
+        with delivered_together():  # a server's event loop wakes once for the step's events
+            self._step()
+
+    def _step(self) -> None:
         plan = self.scheduler.schedule()
         pending = self.batch.advance(*self._decode()) if len(self.batch) else None
         joiners = self._prefill_all(plan.prefill)
@@ -462,14 +471,26 @@ class Engine:
         self.batch = DecodeBatch()
 
     def _housekeeping(self, changed: bool = False) -> None:
-        """Return MLX's cached buffers now and then, and whenever the batch changed shape: each
-        merge copies the KV caches into new buffers, and the pool would otherwise keep every
-        old size (at 256 streams on the H200 that ran the GPU out of memory)."""
+        """Return MLX's cached buffers now and then, and after a batch change once the pool is
+        over its cap: each merge copies the KV caches into new buffers, and the pool would
+        otherwise keep every old size (at 256 streams on the H200 that ran the GPU out of
+        memory). Not after every change: on CUDA returning the pool waits for the device and the
+        next step allocates its buffers anew."""
         self._steps += 1
-        if changed or self._steps % self.config.clear_cache_every == 0:
-            import mlx.core as mx
+        import mlx.core as mx
 
+        if self._steps % self.config.clear_cache_every == 0 or \
+                (changed and mx.get_cache_memory() > self._pool_cap):
             mx.clear_cache()
+
+
+def default_pool_cap() -> int:
+    """A tenth of the device's memory (the host's where MLX does not say), at least 1 GiB."""
+    import mlx.core as mx
+
+    info = mx.device_info()
+    total = info.get("memory_size") or os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return max(1 << 30, int(total) // 10)
 
 
 def _wait_for_native_exit(tid: int | None, timeout: float) -> None:

@@ -9,10 +9,37 @@ from __future__ import annotations
 
 import asyncio
 import queue
+import threading
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import AsyncIterator, Callable, Iterator
 
 from mlxctl.engine.events import Event, FinishEvent, FinishReason, TokenEvent, TokenLogprob, Timings, Usage
+
+_outbox = threading.local()  # .held: events for async streams, put inside ``delivered_together``
+
+
+@contextmanager
+def delivered_together() -> Iterator[None]:
+    """Hold the events this thread puts to async streams and hand each event loop its share in
+    one callback at the end (in the order they were put): one wake-up of a server's loop per
+    engine step, not one per token of every stream. Sync streams get theirs at once."""
+    _outbox.held = held = []
+    try:
+        yield
+    finally:
+        _outbox.held = None
+        by_loop: dict[asyncio.AbstractEventLoop, list] = {}
+        for stream, event in held:
+            by_loop.setdefault(stream._loop, []).append((stream._async, event))
+        for loop, items in by_loop.items():
+            if not loop.is_closed():
+                loop.call_soon_threadsafe(_put_all, items)
+
+
+def _put_all(items: list) -> None:
+    for target, event in items:
+        target.put_nowait(event)
 
 
 @dataclass(frozen=True)
@@ -46,6 +73,8 @@ class RequestStream:
         """Called on the engine thread."""
         if self._loop is None:
             self._sync.put(event)
+        elif (held := getattr(_outbox, "held", None)) is not None:
+            held.append((self, event))
         elif not self._loop.is_closed():
             self._loop.call_soon_threadsafe(self._async.put_nowait, event)
 
