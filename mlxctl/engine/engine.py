@@ -8,13 +8,13 @@ prompt is processed a chunk per step so the decoding of others goes on meanwhile
 from __future__ import annotations
 
 import asyncio
-from concurrent.futures import Future
 import itertools
 import logging
 import os
 import queue
 import threading
 import time
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 

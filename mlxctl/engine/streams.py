@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import AsyncIterator, Callable, Iterator
 
-from mlxctl.engine.events import Event, FinishEvent, FinishReason, TokenEvent, TokenLogprob, Timings, Usage
+from mlxctl.engine.events import Event, FinishEvent, FinishReason, Timings, TokenEvent, TokenLogprob, Usage
 
 _outbox = threading.local()  # .held: events for async streams, put inside ``delivered_together``
 
