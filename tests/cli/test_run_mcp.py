@@ -28,6 +28,7 @@ def calc_config(tmp_path):
     return path
 
 
+@pytest.mark.slow  # a long end-to-end run: the slow step
 def test_forced_call_runs_and_is_reported(smollm2, calc_config, tmp_path):
     audit = tmp_path / "audit.jsonl"
     result = run_mlxctl("-m", str(smollm2.path), "--mcp-config", str(calc_config), "--mcp-audit-log", str(audit),

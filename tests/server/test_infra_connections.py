@@ -6,6 +6,8 @@ sockets' own timeout is only a generous bound for a server that never sends one.
 
 from __future__ import annotations
 
+import pytest
+
 import json
 import select
 import signal
@@ -69,6 +71,7 @@ def test_a_body_still_arriving_after_the_deadline_is_read(serve):
     assert b'"tokens"' in reply
 
 
+@pytest.mark.slow  # a long end-to-end run: the slow step
 def test_a_stream_outlives_the_deadline(serve):
     url = serve(header_timeout_s=0.5)
     with httpx.stream("POST", f"{url}/v1/chat/completions", json=chat_body(max_tokens=200, stream=True,

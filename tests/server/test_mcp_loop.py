@@ -63,6 +63,7 @@ def test_tools_endpoint_lists_the_allowed_tools(mcp_server):
     assert body["max_rounds"] == 8
 
 
+@pytest.mark.slow  # a long end-to-end run: the slow step
 def test_forced_call_runs_on_the_mcp_server_and_the_model_answers(mcp_server):
     url, audit = mcp_server
     # The grammar ends the forced call by itself; max_tokens leaves room for the arguments the

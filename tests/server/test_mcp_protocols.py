@@ -59,6 +59,7 @@ def _messages_ask(**extra) -> dict:
                 tool_choice={"type": "tool", "name": "calc__add"}, betas=["mcp-client-2025-04-04"], **extra)
 
 
+@pytest.mark.slow  # a long end-to-end run: the slow step
 def test_messages_runs_the_call_and_shows_it_as_mcp_blocks(url):
     msg = claude(url).beta.messages.create(**_messages_ask())
     kinds = [b.type for b in msg.content]
@@ -115,6 +116,7 @@ def _mcp_call(output) -> None:
     assert not [item for item in output if item.type == "function_call"]
 
 
+@pytest.mark.slow  # a long end-to-end run: the slow step
 def test_responses_runs_the_call_as_an_mcp_call_item(url):
     resp = oai(url).responses.create(**_responses_ask())
     _mcp_call(resp.output)
@@ -154,6 +156,7 @@ def test_responses_bad_mcp_tool(url, extra, param):
 # ---- /v1/chat/completions, streamed ----------------------------------------------------------
 
 
+@pytest.mark.slow  # a long end-to-end run: the slow step
 def test_chat_streamed_carries_mcp_calls_in_the_last_chunk(url):
     chunks = list(oai(url).chat.completions.create(
         model=MODEL, messages=QUESTION, max_tokens=160, stream=True, extra_body={"mcp": True},

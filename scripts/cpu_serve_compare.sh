@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Issue 18 on the CPU: `mlxctl serve` against `mlx_lm.server` on the same float32 SmolLM2 folder,
+# over HTTP, concurrency 1/4/8/16, interleaved by `mlxctl bench-serve` (mlx_lm.server first, so
+# ratios are against it). Make the folder once:
+#   python -m mlx_lm convert --hf-path <store>/smollm2-135m --mlx-path /tmp/smol-f32 -d --dtype float32
+# Run with nothing else on the machine: bash scripts/cpu_serve_compare.sh [extra bench-serve args]
+set -uo pipefail
+MODEL=${MODEL:-/tmp/smol-f32}
+OUT=${OUT:-bench-results}; mkdir -p "$OUT"
+PY=${PYTHON:-python3}
+for lib in /usr/lib/x86_64-linux-gnu/libopenblas.so.0 /usr/lib/aarch64-linux-gnu/libopenblas.so.0; do
+  [ -e "$lib" ] && export LD_PRELOAD="$lib" && break
+done
+$PY -m mlx_lm.server --model "$MODEL" --port 8181 2> "$OUT/cpu_mlx_lm_server.log" &
+$PY -m mlxctl serve -m "$MODEL" --port 8180 --served-model-name smol-f32 2> "$OUT/cpu_serve.log" &
+for _ in $(seq 180); do
+  curl -sf localhost:8180/health >/dev/null && curl -sf localhost:8181/v1/models >/dev/null && break; sleep 1
+done
+$PY -m mlxctl bench-serve --url http://127.0.0.1:8181 --url http://127.0.0.1:8180 -m "$MODEL" -m smol-f32 \
+  --prompt-tokens 128 --output-tokens 32 -c 1,4,8,16 -n 16 --seed 7 "$@"
+kill %1 %2 2>/dev/null; wait
