@@ -24,8 +24,8 @@ class SchedulerConfig:
 def resolve_auto(cfg: SchedulerConfig) -> SchedulerConfig:
     """Fill in settings left to the backend: a GPU prefills 4096 tokens a step in about the
     time a CPU needs for far fewer, so the CPU gets smaller chunks (decoding stalls less). On
-    the H200, 4096 against 2048 gave 1.17x the output of 64 streams of 512-token prompts and
-    1.25x at 256 (docs/benchmarks.md)."""
+    the H200, 4096 against 2048 gave 1.25x and 1.11x the output of 256 streams of 512-token
+    prompts in two runs; at 64 streams the two runs disagreed (1.17x, 0.86x: docs/benchmarks.md)."""
     if cfg.prefill_chunk:
         return cfg
     import mlx.core as mx
