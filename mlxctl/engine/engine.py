@@ -21,8 +21,9 @@ from typing import Any, Callable, Sequence
 from mlxctl.engine.batch import DecodeBatch
 from mlxctl.engine.events import FinishEvent, FinishReason, TokenLogprob
 from mlxctl.engine.limits import check_prompt
+from mlxctl.engine.prefill import Joiner, PromptWork
 from mlxctl.engine.prefix_config import PrefixConfig
-from mlxctl.engine.recovery import blame
+from mlxctl.engine.recovery import blame, why_not_resumed
 from mlxctl.engine.request import Request, RequestStatus
 from mlxctl.engine.sampling import SamplingParams
 from mlxctl.engine.scheduler import Scheduler, SchedulerConfig, resolve_auto
@@ -30,16 +31,6 @@ from mlxctl.engine.streams import RequestStream, delivered_together
 from mlxctl.errors import EngineError, MlxctlError
 
 log = logging.getLogger("mlxctl.engine")
-
-
-@dataclass(frozen=True)
-class Joiner:
-    """Requests whose prompts are done, ready to join the decode batch."""
-
-    requests: list[Request]
-    cache: list[Any]  # one request's plain cache, or a group's batched cache
-    first: Any  # BatchSample: their first tokens
-    batched: bool = False
 
 
 @dataclass(frozen=True)
@@ -75,7 +66,6 @@ class Engine:
         self._failures = 0  # failed steps in a row
         self._failures_total = 0
         self._preemptions = 0
-        self._unremembered: list[tuple[Request, list[Any]]] = []  # prompts whose blocks wait for their first token
         self.prefix: Any = None  # PrefixReuse, made on the engine thread
 
     # -- caller side ------------------------------------------------------------------------
@@ -203,6 +193,7 @@ class Engine:
         self.scheduler.cfg = resolve_auto(self.scheduler.cfg)
         self.runner = ModelRunner(self.model.model, getattr(self.model, "vision", None))
         self.prefix = PrefixReuse(self.model, self.config.prefix)
+        self.prompts = PromptWork(self.runner, self.prefix, lambda req, exc: self._finish(req, FinishReason.ERROR, exc))
         cap = self.config.pool_cap_bytes
         self._pool_cap = default_pool_cap() if cap is None else cap
 
@@ -291,7 +282,7 @@ class Engine:
         log.warning("engine step failed (%d in a row, %d requests in flight): %s: %s", self._failures,
                     len(in_flight), type(error).__name__, error)
         self.batch = DecodeBatch()
-        self._unremembered.clear()  # their KV may come from the failed step
+        self.prompts.drop_held()  # their KV may come from the failed step
         for req in in_flight:
             req.cache = None
         mx.clear_cache()
@@ -301,11 +292,9 @@ class Engine:
             req.attempts += req.id in blamed
             if req.aborted:
                 self._finish(req, FinishReason.ABORT)
-            elif req.attempts > self.config.max_retries or req.constraint is not None:
+            elif (why := why_not_resumed(req, self.config.max_retries)) is not None:
                 if req.id in blamed:
                     self._failures = 0  # the cause is out: the next failure starts a new count
-                why = (f"after {req.attempts} failed attempts" if req.constraint is None
-                       else "(structured-output requests are not resumed)")
                 self._finish(req, FinishReason.ERROR, EngineError(f"generation failed {why}: "
                                                                    f"{type(error).__name__}: {error}"))
             else:
@@ -336,85 +325,25 @@ class Engine:
     def _step(self) -> None:
         plan = self.scheduler.schedule()
         pending = self.batch.advance(*self._decode()) if len(self.batch) else None
-        joiners = self._prefill_all(plan.prefill)
+        joiners = self.prompts.run(plan.prefill)
         if pending:
             self.batch.keep(self._emit(*pending))
-        self._remember_joined()
+        self.prompts.remember_held()
         for joiner in joiners:
             self._join(joiner)
         self._housekeeping(changed=bool(joiners) or (pending is not None and len(self.batch) < len(pending[0])))
 
     def _join(self, joiner: Joiner) -> None:
-        for row, req in enumerate(joiner.requests):
-            self._remember(req, joiner, row)
+        self.prompts.hold(joiner)
+        for req in joiner.requests:
             self.scheduler.start_running(req)
             req.cache = None
         first = joiner.first
         self.batch.join(joiner.requests, joiner.cache, first.tokens, list(first.per_row), joiner.batched)
 
-    def _remember(self, req: Request, joiner: Joiner, row: int) -> None:
-        """Keep a finished prompt's blocks once its first token is out (``_remember_joined``,
-        next step): copying a long prompt's blocks took a third of a cold 16k-token prompt's
-        time to first token on the H200. Its KV below the prompt's end is never rewritten by the
-        decode steps in between, and a batched group's row is extracted now, before the batch
-        reorders its rows."""
-        if self.prefix.enabled and not self.prefix.checkpoints:  # (checkpoints were taken while prefilling)
-            cache = [c.extract(row) for c in joiner.cache] if joiner.batched else joiner.cache
-            self._unremembered.append((req, cache))
-
-    def _remember_joined(self) -> None:
-        for req, cache in self._unremembered:
-            self.prefix.remember_prompt(req, cache)
-        self._unremembered.clear()
-
-    def _prefill_all(self, work: list[tuple[Request, int]]) -> list[Joiner]:
-        """Whole fresh prompts go through the model together; the rest chunk by chunk, alone.
-        Prompts with images are always prefilled alone (from input embeddings); they join the
-        same decode batch as the others once their prompt is done."""
-        group = [req for req, n in work if req.num_prefilled == 0 and n == req.prefill_len and not req.images]
-        if len(group) < 2 or self.prefix.checkpoints or not self.runner.can_batch_prefill(group):
-            group = []
-        solo = [j for req, n in work if req not in group and (j := self._prefill(req, n))]
-        joined = self._prefill_group(group) if group else None
-        return ([joined] if joined else []) + solo
-
-    def _prefill_group(self, reqs: list[Request]) -> Joiner | None:
-        now = time.perf_counter()
-        for req in reqs:
-            req.prefill_start = req.prefill_start or now
-        cache, first = self.runner.prefill_group(reqs)  # a failure fails the step: recovered, retried
-        for req in reqs:
-            req.num_prefilled = req.prefill_len
-            req.first_sampled = req.first_sampled or time.perf_counter()
-        return Joiner(reqs, cache, first, batched=True)
-
     def _decode(self) -> tuple[Any, list[Any]]:
         nxt = self.runner.decode(self.batch)
         return nxt.tokens, list(nxt.per_row)
-
-    def _prefill(self, req: Request, n: int) -> Joiner | None:
-        if req.prefill_start is None:
-            req.prefill_start = time.perf_counter()
-        try:
-            first = self._prefill_chunk(req, n)
-        except MlxctlError as exc:  # bad input (an image that cannot be read, ...): retrying cannot help
-            self._finish(req, FinishReason.ERROR, exc)
-            return None
-        if first is None:
-            return None
-        req.first_sampled = req.first_sampled or time.perf_counter()
-        return Joiner([req], req.cache, first)
-
-    def _prefill_chunk(self, req: Request, n: int) -> Any:
-        """The next ``n`` prompt tokens, stopping at each checkpoint position on the way to
-        keep the state there (models served from checkpoints; see engine/checkpoints.py)."""
-        end = req.num_prefilled + n
-        while req.checkpoint_at and req.checkpoint_at[0] <= end:
-            cut = req.checkpoint_at.pop(0)
-            if cut > req.num_prefilled:
-                self.runner.prefill(req, cut - req.num_prefilled)  # a cut is before the last token: no sample
-                self.prefix.checkpoint(req.prefill_tokens[:cut], req.cache, req.cache_salt)
-        return self.runner.prefill(req, end - req.num_prefilled) if end > req.num_prefilled else None
 
     def _emit(self, reqs: list[Request], tokens: Any, samples: list[Any]) -> list[int]:
         """Turn the pending tokens into events; return the rows that go on decoding."""

@@ -24,3 +24,14 @@ def blame(in_flight: Sequence[Request], suspects: set[str]) -> list[Request]:
         return under_suspicion
     suspects.update(r.id for r in in_flight)
     return []
+
+
+def why_not_resumed(req: Request, max_retries: int) -> str | None:
+    """Why a request in flight during a failed step ends with the error instead of going back
+    to the queue; None when it is resumed. A matcher's state cannot be rebuilt from the tokens
+    already sent, so structured-output requests are never resumed."""
+    if req.constraint is not None:
+        return "(structured-output requests are not resumed)"
+    if req.attempts > max_retries:
+        return f"after {req.attempts} failed attempts"
+    return None

@@ -1,0 +1,104 @@
+"""A step's prompt work: which prompts go through the model together, which chunk by chunk,
+and when a finished prompt's blocks go to the prefix cache.
+
+Runs on the engine thread only. ``PromptWork.run`` takes the scheduler's plan for the step
+(``(request, tokens)`` pairs) and returns the :class:`Joiner` s: requests whose prompts are
+done, with their caches and first tokens, ready to join the decode batch.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from mlxctl.engine.request import Request
+from mlxctl.errors import MlxctlError
+
+
+@dataclass(frozen=True)
+class Joiner:
+    """Requests whose prompts are done, ready to join the decode batch."""
+
+    requests: list[Request]
+    cache: list[Any]  # one request's plain cache, or a group's batched cache
+    first: Any  # BatchSample: their first tokens
+    batched: bool = False
+
+
+class PromptWork:
+    """Prefills the step's prompts with ``runner`` (engine.runner.ModelRunner), keeping their
+    blocks in ``prefix`` (engine.prefix.PrefixReuse); ``fail`` ends a request whose input
+    cannot be prefilled (an image that cannot be read): retrying could not help it."""
+
+    def __init__(self, runner: Any, prefix: Any, fail: Callable[[Request, MlxctlError], None]):
+        self.runner = runner
+        self.prefix = prefix
+        self._fail = fail
+        self._held: list[tuple[Request, list[Any]]] = []  # prompts whose blocks wait for their first token
+
+    def run(self, work: list[tuple[Request, int]]) -> list[Joiner]:
+        """Whole fresh prompts go through the model together; the rest chunk by chunk, alone.
+        Prompts with images are always prefilled alone (from input embeddings); they join the
+        same decode batch as the others once their prompt is done."""
+        group = [req for req, n in work if req.num_prefilled == 0 and n == req.prefill_len and not req.images]
+        if len(group) < 2 or self.prefix.checkpoints or not self.runner.can_batch_prefill(group):
+            group = []
+        solo = [j for req, n in work if req not in group and (j := self._alone(req, n))]
+        joined = self._together(group) if group else None
+        return ([joined] if joined else []) + solo
+
+    def _together(self, reqs: list[Request]) -> Joiner:
+        now = time.perf_counter()
+        for req in reqs:
+            req.prefill_start = req.prefill_start or now
+        cache, first = self.runner.prefill_group(reqs)  # a failure fails the step: recovered, retried
+        for req in reqs:
+            req.num_prefilled = req.prefill_len
+            req.first_sampled = req.first_sampled or time.perf_counter()
+        return Joiner(reqs, cache, first, batched=True)
+
+    def _alone(self, req: Request, n: int) -> Joiner | None:
+        if req.prefill_start is None:
+            req.prefill_start = time.perf_counter()
+        try:
+            first = self._chunk(req, n)
+        except MlxctlError as exc:  # bad input: retrying cannot help
+            self._fail(req, exc)
+            return None
+        if first is None:
+            return None
+        req.first_sampled = req.first_sampled or time.perf_counter()
+        return Joiner([req], req.cache, first)
+
+    def _chunk(self, req: Request, n: int) -> Any:
+        """The next ``n`` prompt tokens, stopping at each checkpoint position on the way to
+        keep the state there (models served from checkpoints; see engine/checkpoints.py)."""
+        end = req.num_prefilled + n
+        while req.checkpoint_at and req.checkpoint_at[0] <= end:
+            cut = req.checkpoint_at.pop(0)
+            if cut > req.num_prefilled:
+                self.runner.prefill(req, cut - req.num_prefilled)  # a cut is before the last token: no sample
+                self.prefix.checkpoint(req.prefill_tokens[:cut], req.cache, req.cache_salt)
+        return self.runner.prefill(req, end - req.num_prefilled) if end > req.num_prefilled else None
+
+    def hold(self, joiner: Joiner) -> None:
+        """Keep the finished prompts' blocks once their first tokens are out (``remember_held``,
+        next step): copying a long prompt's blocks took a third of a cold 16k-token prompt's
+        time to first token on the H200. Their KV below the prompt's end is never rewritten by
+        the decode steps in between, and a batched group's rows are extracted now, before the
+        batch reorders its rows."""
+        if not self.prefix.enabled or self.prefix.checkpoints:  # (checkpoints were taken while prefilling)
+            return
+        for row, req in enumerate(joiner.requests):
+            cache = [c.extract(row) for c in joiner.cache] if joiner.batched else joiner.cache
+            self._held.append((req, cache))
+
+    def remember_held(self) -> None:
+        for req, cache in self._held:
+            self.prefix.remember_prompt(req, cache)
+        self._held.clear()
+
+    def drop_held(self) -> None:
+        """After a failed step: the held KV may come from it."""
+        self._held.clear()
