@@ -12,7 +12,7 @@ against C simultaneous engine submissions; tok/s is all generated tokens over wa
 prefill included. Every shape is run once before it is measured (first runs compile kernels).
 
 ``--variant`` adds an engine with other settings on the same loaded model, measured in the same
-interleaved rounds (keys: prefill_chunk, max_prefilling, pool_cap_bytes), so an engine setting is
+interleaved rounds (keys: prefill_chunk, max_prefilling, prefill_step_ms, pool_cap_bytes), so an engine setting is
 compared side by side, e.g. ``--variant clear-always:pool_cap_bytes=0``.
 """
 
@@ -152,13 +152,13 @@ def engine_configs(args, sizes: list[int]) -> dict:
         scheduler, engine = {}, {}
         for item in filter(None, settings.split(",")):
             key, _, value = item.partition("=")
-            if key in ("prefill_chunk", "max_prefilling"):
+            if key in ("prefill_chunk", "max_prefilling", "prefill_step_ms"):
                 scheduler[key] = int(value)
             elif key == "pool_cap_bytes":
                 engine[key] = int(value)
             else:
                 raise SystemExit(f"--variant {spec}: unknown setting {key!r} "
-                                 "(prefill_chunk, max_prefilling, pool_cap_bytes)")
+                                 "(prefill_chunk, max_prefilling, prefill_step_ms, pool_cap_bytes)")
         configs[f"engine[{name}]"] = dataclasses.replace(
             base, scheduler=dataclasses.replace(base.scheduler, **scheduler), **engine)
     return configs

@@ -30,6 +30,7 @@ NameOpt = Annotated[Optional[str], typer.Option("--served-model-name", metavar="
 DtypeOpt = Annotated[str, typer.Option("--dtype", metavar="DTYPE", help="Weights dtype: auto, native, float32, float16, bfloat16.")]
 SeqsOpt = Annotated[int, typer.Option("--max-num-seqs", metavar="N", min=1, help="Requests prefilling or decoding at once.")]
 ChunkOpt = Annotated[int, typer.Option("--prefill-chunk", metavar="N", min=0, help="Tokens per engine step, decode rows (one each) and prompt chunks together; prompts keep at least half; 0: 512 on CPU, 4096 on GPU.")]
+StepMsOpt = Annotated[int, typer.Option("--prefill-step-ms", metavar="MS", min=0, help="While requests are decoding, size each step's prompt work to take about this long (from the measured cost of the chunks so far), so they keep getting tokens behind a long prompt; 0: --prefill-chunk alone.")]
 WaitingOpt = Annotated[int, typer.Option("--max-waiting", metavar="N", min=0, help="Queued requests before new ones get 503.")]
 IntervalOpt = Annotated[int, typer.Option("--stream-interval", metavar="N", min=1, help="Tokens per streamed chunk.")]
 SsePingOpt = Annotated[str, typer.Option("--sse-ping-interval", metavar="SECONDS", help="A streamed response with nothing sent for this long (queued, prefilling) gets a keep-alive: an SSE comment, Anthropic's ping event on /v1/messages; 0: none.")]
@@ -83,6 +84,7 @@ def serve(
     moe_top_k: MoeTopKOpt = None,
     max_num_seqs: SeqsOpt = 16,
     prefill_chunk: ChunkOpt = 0,
+    prefill_step_ms: StepMsOpt = 500,
     max_waiting: WaitingOpt = 256,
     stream_interval: IntervalOpt = 1,
     sse_ping_interval: SsePingOpt = "5",
@@ -163,7 +165,7 @@ def serve(
     if tensor_parallel > 1 and allow_unconfigured_models:
         raise BadInputError("--tensor-parallel serves one model", hint="drop --allow-unconfigured-models")
     _execute(output_for(ctx), first, (dtype, load_format, moe_top_k), settings, max_num_seqs,
-             (prefill_chunk, prefix, max_retries, tensor_parallel), residency)
+             ((prefill_chunk, prefill_step_ms), prefix, max_retries, tensor_parallel), residency)
 
 
 def _check_flags(log_format: str, bits: int, prefix_cache: bool, cache_dir: Path | None, warm_prompts: Path | None,
@@ -348,10 +350,11 @@ def _execute(out: Output, model: str | None, weights: tuple, settings, max_num_s
     from mlxctl.cli.serve_models import EngineDefaults, build_pool
     from mlxctl.cli.tensor_parallel import follow, rank_group
 
-    prefill_chunk, prefix, max_retries, tensor_parallel = engine_opts
+    (prefill_chunk, prefill_step_ms), prefix, max_retries, tensor_parallel = engine_opts
     group = rank_group(tensor_parallel, "serve")
     config = EngineConfig(SchedulerConfig(max_num_seqs=max_num_seqs, prefill_chunk=prefill_chunk,
-                                          max_prefilling=min(8, max_num_seqs)), prefix=prefix, max_retries=max_retries)
+                                          max_prefilling=min(8, max_num_seqs), prefill_step_ms=prefill_step_ms),
+                          prefix=prefix, max_retries=max_retries)
     dtype, load_format, moe_top_k = weights
     specs, budget, keep_alive_s, tui, log_file, allow_unconfigured = residency
     progress = None if tui else out.message  # nothing may write over the live view

@@ -9,7 +9,8 @@ A models config is JSON, or YAML when PyYAML is installed (``.yaml`` / ``.yml``)
         pin: true                  # never unloaded once loaded (like --pin)
         keep_alive: 10m            # this model's --keep-alive
         dtype: float16             # and, like the flags of the same names:
-        load_format: auto          #   load_format, moe_top_k, max_num_seqs, prefill_chunk
+        load_format: auto          #   load_format, moe_top_k, max_num_seqs, prefill_chunk,
+                                   #   prefill_step_ms
         temperature: 0.7           # sampling defaults for this model's requests that omit them:
         max_tokens: 2048           #   temperature, top_p, top_k, min_p, max_tokens
       - ref: org/other-model
@@ -33,7 +34,7 @@ from mlxctl.errors import BadInputError
 
 _UNSET: Any = object()
 KEYS = ("name", "ref", "pin", "keep_alive", "dtype", "load_format", "moe_top_k", "max_num_seqs", "prefill_chunk",
-        *CONFIG_KEYS)
+        "prefill_step_ms", *CONFIG_KEYS)
 _NAME = re.compile(r"[A-Za-z0-9._:/@-]+")
 _REPO_ID = re.compile(r"^[\w.-]+/[\w.-]+(?:@[\w./-]+)?$")
 Factories = tuple[Callable[[], Any], Callable[[], int | None]]  # (make_engine, estimate) of a pool model
@@ -52,6 +53,7 @@ class ModelSpec:
     moe_top_k: int | None = None
     max_num_seqs: int | None = None
     prefill_chunk: int | None = None
+    prefill_step_ms: int | None = None
     sampling: Any = None  # api.sampling_defaults.SamplingDefaults of its sampling keys; None: none
     where: str = ""  # where it was given, for messages: "-m fast=..." or "FILE: models[1] (fast)"
 
@@ -132,7 +134,8 @@ def _entry(item: Any, where: str, base: Path) -> ModelSpec:
         name=name, ref=ref, pin=_flag(item, "pin", where), keep_alive_s=_keep_alive(item, where),
         dtype=_choice(item, "dtype", where, _dtypes()), load_format=_choice(item, "load_format", where, _formats()),
         moe_top_k=_count(item, "moe_top_k", where, 1), max_num_seqs=_count(item, "max_num_seqs", where, 1),
-        prefill_chunk=_count(item, "prefill_chunk", where, 0), sampling=config_sampling(item, where), where=where)
+        prefill_chunk=_count(item, "prefill_chunk", where, 0),
+        prefill_step_ms=_count(item, "prefill_step_ms", where, 0), sampling=config_sampling(item, where), where=where)
 
 
 def _text(item: dict, key: str, where: str, *, required: bool = False) -> str | None:
@@ -241,10 +244,14 @@ def _settings(spec: ModelSpec, defaults: EngineDefaults) -> tuple[str, str, Any]
     scheduler = defaults.config.scheduler
     seqs = spec.max_num_seqs or scheduler.max_num_seqs
     scheduler = dataclasses.replace(scheduler, max_num_seqs=seqs, max_prefilling=min(8, seqs),
-                                    prefill_chunk=scheduler.prefill_chunk if spec.prefill_chunk is None
-                                    else spec.prefill_chunk)
+                                    prefill_chunk=_given(spec.prefill_chunk, scheduler.prefill_chunk),
+                                    prefill_step_ms=_given(spec.prefill_step_ms, scheduler.prefill_step_ms))
     return (spec.dtype or defaults.dtype, spec.load_format or defaults.load_format,
             dataclasses.replace(defaults.config, scheduler=scheduler))
+
+
+def _given(value: Any, default: Any) -> Any:
+    return default if value is None else value
 
 
 def _estimate(path: Path, dtype: str) -> int | None:

@@ -193,7 +193,8 @@ class Engine:
         self.scheduler.cfg = resolve_auto(self.scheduler.cfg)
         self.runner = ModelRunner(self.model.model, getattr(self.model, "vision", None))
         self.prefix = PrefixReuse(self.model, self.config.prefix)
-        self.prompts = PromptWork(self.runner, self.prefix, lambda req, exc: self._finish(req, FinishReason.ERROR, exc))
+        self.prompts = PromptWork(self.runner, self.prefix, lambda req, exc: self._finish(req, FinishReason.ERROR, exc),
+                                  self.scheduler.pace)
         cap = self.config.pool_cap_bytes
         self._pool_cap = default_pool_cap() if cap is None else cap
 

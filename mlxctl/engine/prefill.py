@@ -31,8 +31,9 @@ class PromptWork:
     blocks in ``prefix`` (engine.prefix.PrefixReuse); ``fail`` ends a request whose input
     cannot be prefilled (an image that cannot be read): retrying could not help it."""
 
-    def __init__(self, runner: Any, prefix: Any, fail: Callable[[Request, MlxctlError], None]):
+    def __init__(self, runner: Any, prefix: Any, fail: Callable[[Request, MlxctlError], None], pace: Any = None):
         self.runner = runner
+        self.pace = pace  # scheduler.PrefillPace: told what each chunk evaluated in the step cost
         self.prefix = prefix
         self._fail = fail
         self._held: list[tuple[Request, list[Any]]] = []  # prompts whose blocks wait for their first token
@@ -78,9 +79,17 @@ class PromptWork:
         while req.checkpoint_at and req.checkpoint_at[0] <= end:
             cut = req.checkpoint_at.pop(0)
             if cut > req.num_prefilled:
-                self.runner.prefill(req, cut - req.num_prefilled)  # a cut is before the last token: no sample
+                self._timed(req, cut - req.num_prefilled)  # a cut is before the last token: no sample
                 self.prefix.checkpoint(req.prefill_tokens[:cut], req.cache, req.cache_salt)
-        return self.runner.prefill(req, end - req.num_prefilled) if end > req.num_prefilled else None
+        return self._timed(req, end - req.num_prefilled) if end > req.num_prefilled else None
+
+    def _timed(self, req: Request, n: int) -> Any:
+        """A chunk before the prompt's last is evaluated in the call: its time is its cost."""
+        start = time.perf_counter()
+        first = self.runner.prefill(req, n)
+        if first is None and self.pace is not None:
+            self.pace.record(n, time.perf_counter() - start)
+        return first
 
     def hold(self, joiner: Joiner) -> None:
         """Keep the finished prompts' blocks once their first tokens are out (``remember_held``,

@@ -9,7 +9,7 @@ import threading
 from mlxctl.engine.engine import Engine, EngineConfig
 from mlxctl.engine.events import TokenEvent
 from mlxctl.engine.sampling import SamplingParams
-from mlxctl.engine.scheduler import SchedulerConfig
+from mlxctl.engine.scheduler import MIN_PACED_TOKENS, SchedulerConfig
 from tests.engine.tiny import tiny_loaded
 
 CHUNK = 16
@@ -74,3 +74,29 @@ def test_a_short_prompt_arriving_mid_prefill_is_not_queued_behind_the_long_one()
     # at most two steps to its first token (one to prefill, one to emit), then one a step
     tokens = [t for _, _, t in with_short]
     assert tokens[2:] == list(range(1, len(tokens) - 1))
+
+
+def test_while_a_request_decodes_a_paced_long_prompt_moves_on_by_the_floor_each_step():
+    """With a step target no chunk can meet, every measured step while "short" decodes runs the
+    floor's worth of "long"'s prompt; once nothing decodes, whole chunks again."""
+    log = StepLog()
+    cfg = SchedulerConfig(prefill_chunk=64, prefill_step_ms=1e-6)
+    eng = Engine(tiny_loaded, EngineConfig(scheduler=cfg, fault_hook=log))
+    log.engine = eng
+    eng.start()
+    try:
+        short = eng.submit([1, 2], SamplingParams(temperature=0.0, max_tokens=8), request_id="short")
+        assert isinstance(next(iter(short)), TokenEvent)
+        long = eng.submit(LONG, SamplingParams(temperature=0.0, max_tokens=2), request_id="long")
+        long.collect()
+        short.collect()
+    finally:
+        eng.shutdown()
+    done = [(s["long"][1], "short" in s and s["short"][0] == "running") for s in log.steps if "long" in s]
+    moves = [(b - a, decoding) for (a, decoding), (b, _) in zip(done, done[1:]) if b > a]
+    # the first chunk (nothing measured yet) runs the chunk rule; then the floor while short decodes
+    assert moves[0] == (63, True)
+    paced = [m for m, decoding in moves[1:] if decoding]
+    assert len(paced) >= 3 and set(paced) == {MIN_PACED_TOKENS}
+    whole = [m for m, decoding in moves if not decoding]
+    assert len(whole) >= 2 and set(whole[:-1]) == {64} and whole[-1] <= 64

@@ -4,7 +4,16 @@ from collections import deque
 
 from mlxctl.engine.request import Request, RequestStatus
 from mlxctl.engine.sampling import SamplingParams
-from mlxctl.engine.scheduler import Scheduler, SchedulerConfig, admit, plan_prefill, prefill_budget
+from mlxctl.engine.scheduler import (
+    MIN_PACED_TOKENS,
+    PrefillPace,
+    Scheduler,
+    SchedulerConfig,
+    admit,
+    plan_prefill,
+    prefill_budget,
+    step_budget,
+)
 from mlxctl.engine.streams import RequestStream
 
 
@@ -42,12 +51,19 @@ def test_plan_prefill_keeps_the_oldest_a_share_and_gives_the_rest_shortest_first
 def test_plan_prefill_never_starves_the_oldest_when_short_prompts_fill_the_budget():
     long, shorts = fake("long", 5000), [fake(f"s{i}", 200) for i in range(7)]
     plan = dict(plan_prefill([long, *shorts], 512))
-    assert plan[long] == 64 and plan[shorts[0]] == plan[shorts[1]] == 200 and plan[shorts[2]] == 48
+    # the third short prompt fits a step: it waits for the next rather than being split, and
+    # the long one takes what is left
+    assert plan == {long: 112, shorts[0]: 200, shorts[1]: 200}
 
 
 def test_plan_prefill_runs_as_many_whole_prompts_of_a_burst_as_fit():
     burst = [fake(str(i), 300) for i in range(8)]
-    assert plan_prefill(burst, 2048) == [(r, 300) for r in burst[:6]] + [(burst[6], 248)]
+    assert plan_prefill(burst, 2048) == [(r, 300) for r in burst[:6]]  # the 7th waits to go whole
+    started = fake("started", 600)
+    started.num_prefilled = 50  # already split once (its first piece when the budget was smaller)
+    assert plan_prefill([*burst[:6], started], 2048) == [(r, 300) for r in burst[:6]] + [(started, 248)]
+    big = fake("big", 3000)  # too long for any step: it takes a share and what is left
+    assert plan_prefill([big, *burst[:2]], 2048) == [(big, 1448), (burst[0], 300), (burst[1], 300)]
 
 
 def test_plan_prefill_budget_under_the_count_goes_to_the_shortest():
@@ -60,6 +76,48 @@ def test_prefill_budget_counts_decode_rows_down_to_half_the_chunk():
     assert prefill_budget(512, 16) == 496
     assert prefill_budget(8, 16) == 4
     assert prefill_budget(1, 3) == 1
+
+
+def test_pace_fits_the_target_at_the_measured_cost_following_the_latest_chunks():
+    pace = PrefillPace(0.5)
+    assert pace.limit() is None  # nothing measured yet
+    pace.record(512, 1.024)  # 2 ms a token
+    assert pace.limit() == 250
+    pace.record(100, 0.6)  # dearer now (6 ms): the average moves halfway
+    assert pace.limit() == 125
+    pace.record(0, 1.0)  # nothing to learn from
+    pace.record(10, 0.0)
+    assert pace.limit() == 125
+    pace.record(10, 10.0)  # a second a token: never below the floor
+    assert pace.limit() == MIN_PACED_TOKENS
+    assert PrefillPace(0).limit() is None and PrefillPace(0.0).per_token_s is None
+
+
+def test_step_budget_is_paced_only_while_rows_decode():
+    cfg = SchedulerConfig(prefill_chunk=512, prefill_step_ms=100)
+    pace = PrefillPace(0.1)
+    assert step_budget(cfg, 4, pace) == 508  # not measured yet: the chunk rule alone
+    pace.record(100, 1.0)  # 10 ms a token: 10 fit in 100 ms, the floor is more
+    assert step_budget(cfg, 4, pace) == MIN_PACED_TOKENS
+    assert step_budget(cfg, 0, pace) == 512  # no one waits for a token
+    cheap = PrefillPace(0.1)
+    cheap.record(1000, 0.01)  # 10 us a token: 10,000 would fit, the chunk rule binds
+    assert step_budget(cfg, 4, cheap) == 508
+    assert step_budget(cfg, 4, PrefillPace(0)) == 508  # off
+
+
+def test_schedule_paces_a_long_prompt_while_another_decodes():
+    s = Scheduler(SchedulerConfig(prefill_chunk=512, prefill_step_ms=50))
+    running = fake("run")
+    s.add(running)
+    s.schedule()
+    s.start_running(running)
+    s.add(fake("long", 5000))
+    assert [n for _, n in s.schedule().prefill] == [511]
+    s.pace.record(511, 5.11)  # 10 ms a token
+    assert [n for _, n in s.schedule().prefill] == [MIN_PACED_TOKENS]
+    s.finish(running)
+    assert [n for _, n in s.schedule().prefill] == [512]
 
 
 def test_schedule_decodes_running_while_a_long_prompt_prefills():

@@ -29,6 +29,7 @@ models:
     dtype: float16
     max_num_seqs: 2
     prefill_chunk: 64
+    prefill_step_ms: 100
   - ref: smollm2-135m
     keep_alive: -1
   - ref: org/other@main
@@ -49,7 +50,8 @@ def test_yaml_entries(tmp_path):
     specs = load_models_config(write(tmp_path, "models.yaml", GOOD_YAML))
     fast, smol, other = specs
     assert (fast.name, fast.ref, fast.pin, fast.keep_alive_s) == ("fast", str(tmp_path / "tiny"), True, 600.0)
-    assert (fast.dtype, fast.max_num_seqs, fast.prefill_chunk) == ("float16", 2, 64)
+    assert (fast.dtype, fast.max_num_seqs, fast.prefill_chunk, fast.prefill_step_ms) == ("float16", 2, 64, 100)
+    assert smol.prefill_step_ms is None
     assert (smol.name, smol.ref, smol.keep_alive_s, smol.pin) == ("smollm2-135m", "smollm2-135m", None, False)
     assert (other.name, other.ref, other.load_format, other.moe_top_k) == ("other", "org/other@main", "auto", 2)
     assert "models.yaml: models[0] (fast)" in fast.where
@@ -75,6 +77,8 @@ def test_json_entries_and_plain_strings(tmp_path):
     ({"ref": "org/a", "moe_top_k": 0}, "models[0] (org/a)", "moe_top_k: must be a whole number of at least 1"),
     ({"ref": "org/a", "max_num_seqs": 2.5}, "models[0] (org/a)", "max_num_seqs: must be a whole number"),
     ({"ref": "org/a", "prefill_chunk": True}, "models[0] (org/a)", "prefill_chunk: must be a whole number"),
+    ({"ref": "org/a", "prefill_step_ms": -5}, "models[0] (org/a)", "prefill_step_ms: must be a whole number of at "
+     "least 0, got -5"),
     ({"ref": "/no/such/folder"}, "models[0] (/no/such/folder)", "ref: no such file or folder"),
     ({"ref": "./missing.gguf"}, "models[0] (./missing.gguf)", "ref: no such file or folder"),
     (["org/a"], "models[0]", "an entry must be an object"),
@@ -123,6 +127,17 @@ def test_the_pool_gets_each_entrys_settings():
     assert {n: (r.pinned, r.keep_alive_s) for n, r in pool.models.items()} == \
         {"a": (True, 0.0), "b": (False, 300.0), "c": (False, None)}
     assert all(r.state == "unloaded" and r.estimate is not None for r in pool.models.values())
+
+
+def test_an_entrys_engine_settings_override_the_flags_and_the_rest_keep_them():
+    from mlxctl.cli.serve_models import _settings
+    from mlxctl.engine.scheduler import SchedulerConfig
+
+    flags = EngineDefaults("auto", "auto", None, EngineConfig(SchedulerConfig(prefill_chunk=256, prefill_step_ms=300)))
+    _, _, own = _settings(ModelSpec("a", "org/a", max_num_seqs=4, prefill_step_ms=0), flags)
+    _, _, kept = _settings(ModelSpec("b", "org/b"), flags)
+    assert (own.scheduler.max_num_seqs, own.scheduler.prefill_chunk, own.scheduler.prefill_step_ms) == (4, 256, 0)
+    assert (kept.scheduler.prefill_chunk, kept.scheduler.prefill_step_ms) == (256, 300)
 
 
 def test_serve_refuses_a_bad_file_before_loading_anything(tmp_path):
