@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 import mlx.core as mx
 
 from mlxctl.engine.constraints import ConstraintSpec
+from mlxctl.engine.shared_sampling import sample_shared
 from mlxctl.errors import BadInputError
 
 MAX_TOP_LOGPROBS = 20
@@ -184,6 +185,13 @@ class TokenSampler:
         p = self.params
         return p.is_greedy and not p.logprobs and self._bias is None and self._counts is None
 
+    @property
+    def shares_batch(self) -> bool:
+        """Nothing of its own to process, report or draw from: sampled with the batch's other
+        such rows in one go (engine.shared_sampling)."""
+        p = self.params
+        return (p.is_greedy or p.seed is None) and not p.logprobs and self._bias is None and self._counts is None
+
     @staticmethod
     def _dense_bias(logit_bias, vocab_size: int) -> mx.array | None:
         if not logit_bias:
@@ -320,9 +328,22 @@ def sample_batch(logits: mx.array, samplers: list[TokenSampler],
     if masks is None and all(s.is_plain_greedy for s in samplers):
         return BatchSample(mx.argmax(logits, axis=-1).astype(mx.int32), [None] * len(samplers))
     masks = masks or [None] * len(samplers)
-    outs = [sampler.sample(logits[i], masks[i]) for i, sampler in enumerate(samplers)]
-    state = [a for sampler in samplers for a in sampler.state_arrays()]
-    return BatchSample(mx.stack([o.token for o in outs]), [o.logprobs for o in outs], state)
+    shared = [i for i, s in enumerate(samplers) if masks[i] is None and s.shares_batch]
+    if len(shared) < 2:
+        shared = []
+    own = [i for i in range(len(samplers)) if i not in set(shared)]
+    outs = {i: samplers[i].sample(logits[i], masks[i]) for i in own}
+    state = [a for i in own for a in samplers[i].state_arrays()]
+    per_row = [outs[i].logprobs if i in outs else None for i in range(len(samplers))]
+    if not shared:
+        return BatchSample(mx.stack([outs[i].token for i in own]), per_row, state)
+    rows = logits if len(shared) == len(samplers) else logits[mx.array(shared)]
+    tokens = sample_shared(rows, [samplers[i].params for i in shared])
+    if own:  # back in row order: the shared rows' tokens, then the others', permuted
+        order = shared + own
+        place = mx.array(sorted(range(len(order)), key=order.__getitem__))
+        tokens = mx.concatenate([tokens, mx.stack([outs[i].token for i in own])])[place]
+    return BatchSample(tokens, per_row, state)
 
 
 def arrays_to_eval(batch: BatchSample) -> list[mx.array]:

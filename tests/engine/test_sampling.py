@@ -273,3 +273,59 @@ def test_mixed_batch_returns_tokens_and_logprobs_per_row():
     assert batch.per_row[1].top_ids.tolist()[0] == batch.tokens[1].item()
     for array in batch.per_row[1].arrays():
         assert any(array is queued for queued in arrays)
+
+
+SHARED_SETTINGS = [
+    dict(temperature=0.7), dict(temperature=1.3, top_k=5), dict(temperature=0.9, top_p=0.6),
+    dict(temperature=1.0, top_k=7, top_p=0.8), dict(temperature=0.5, min_p=0.2), dict(temperature=0.0),
+    dict(temperature=1.1, top_k=3, top_p=0.9, min_p=0.1), dict(temperature=2.0, top_k=1),
+]
+
+
+def test_rows_sampled_together_keep_exactly_the_tokens_their_own_filters_keep():
+    from mlxctl.engine.shared_sampling import filtered_logits
+
+    logits = mx.random.normal((len(SHARED_SETTINGS), 64), key=mx.random.key(5)) * 3
+    samplers = [make(64, **kw) for kw in SHARED_SETTINGS]
+    together = filtered_logits(logits, [s.params for s in samplers])
+    for row, s in enumerate(samplers):
+        if s.params.is_greedy:
+            continue
+        alone = s._filter(logits[row] / s.params.temperature)
+        assert mx.array_equal(mx.isinf(together[row]), mx.isinf(alone)).item(), SHARED_SETTINGS[row]
+        kept = ~mx.isinf(alone)
+        assert mx.allclose(mx.where(kept, together[row], 0), mx.where(kept, alone, 0)).item()
+
+
+def test_rows_sampled_together_draw_from_each_rows_own_distribution():
+    """8,000 draws of each row in one batch (chi-square against the row's own filtered
+    softmax); greedy rows are their argmax every time."""
+    from mlxctl.engine.shared_sampling import sample_shared
+
+    base = mx.random.normal((len(SHARED_SETTINGS), 12), key=mx.random.key(9)) * 2
+    samplers = [make(12, **kw) for kw in SHARED_SETTINGS]
+    n = 8000
+    rows = mx.repeat(base, n, axis=0)
+    drawn = sample_shared(rows, [s.params for s in samplers for _ in range(n)]).reshape(len(samplers), n)
+    for row, s in enumerate(samplers):
+        got = [int(c) for c in (drawn[row][:, None] == mx.arange(12)[None]).sum(axis=0).tolist()]
+        if s.params.is_greedy:
+            assert got[mx.argmax(base[row]).item()] == n
+            continue
+        expect = mx.softmax(s._filter(base[row] / s.params.temperature)).tolist()
+        assert all(c == 0 for c, p in zip(got, expect) if p == 0), SHARED_SETTINGS[row]
+        chi2 = sum((c - n * p) ** 2 / (n * p) for c, p in zip(got, expect) if p > 0)
+        df = sum(p > 0 for p in expect) - 1
+        assert chi2 < df + 6 * (2 * df) ** 0.5 + 10, (SHARED_SETTINGS[row], chi2, df)
+
+
+def test_a_batch_mixing_shared_and_own_rows_puts_each_token_in_its_row():
+    logits = mx.zeros((5, 10))
+    hot = [3, 7, 1, 9, 4]
+    logits = logits + mx.eye(10)[mx.array(hot)] * 50  # every row's one likely token
+    samplers = [make(10, temperature=0.8), make(10, seed=4, temperature=0.8), make(10, temperature=1.0, top_p=0.9),
+                make(10, logprobs=True), make(10, temperature=0.5)]
+    out = sample_batch(logits, samplers)
+    assert out.tokens.tolist() == hot
+    assert [r is None for r in out.per_row] == [True, True, True, False, True]
+    assert sum(s.shares_batch for s in samplers) == 3
