@@ -42,12 +42,30 @@ class PromptWork:
         """Whole fresh prompts go through the model together; the rest chunk by chunk, alone.
         Prompts with images are always prefilled alone (from input embeddings); they join the
         same decode batch as the others once their prompt is done."""
+        start = time.perf_counter()
         group = [req for req, n in work if req.num_prefilled == 0 and n == req.prefill_len and not req.images]
         if len(group) < 2 or self.prefix.checkpoints or not self.runner.can_batch_prefill(group):
             group = []
         solo = [j for req, n in work if req not in group and (j := self._alone(req, n))]
         joined = self._together(group) if group else None
-        return ([joined] if joined else []) + solo
+        joiners = ([joined] if joined else []) + solo
+        self._measure(sum(n for _, n in work), joiners, start)
+        return joiners
+
+    def _measure(self, tokens: int, joiners: list[Joiner], start: float) -> None:
+        """Tell the pace what the step's prompt work cost. Chunks before a prompt's last are
+        evaluated as they run; a finished prompt's last pass is only queued (its first token is
+        read with the next step's), so a step that finished prompts is timed only now and then,
+        waiting for that pass: the wait costs the overlap of the device with the host's work."""
+        if self.pace is None or not tokens:
+            return
+        if joiners:
+            if not self.pace.wants_sample():
+                return
+            import mlx.core as mx
+
+            mx.eval([j.first.tokens for j in joiners])
+        self.pace.record(tokens, time.perf_counter() - start)
 
     def _together(self, reqs: list[Request]) -> Joiner:
         now = time.perf_counter()
@@ -79,17 +97,9 @@ class PromptWork:
         while req.checkpoint_at and req.checkpoint_at[0] <= end:
             cut = req.checkpoint_at.pop(0)
             if cut > req.num_prefilled:
-                self._timed(req, cut - req.num_prefilled)  # a cut is before the last token: no sample
+                self.runner.prefill(req, cut - req.num_prefilled)  # a cut is before the last token: no sample
                 self.prefix.checkpoint(req.prefill_tokens[:cut], req.cache, req.cache_salt)
-        return self._timed(req, end - req.num_prefilled) if end > req.num_prefilled else None
-
-    def _timed(self, req: Request, n: int) -> Any:
-        """A chunk before the prompt's last is evaluated in the call: its time is its cost."""
-        start = time.perf_counter()
-        first = self.runner.prefill(req, n)
-        if first is None and self.pace is not None:
-            self.pace.record(n, time.perf_counter() - start)
-        return first
+        return self.runner.prefill(req, end - req.num_prefilled) if end > req.num_prefilled else None
 
     def hold(self, joiner: Joiner) -> None:
         """Keep the finished prompts' blocks once their first tokens are out (``remember_held``,

@@ -74,22 +74,33 @@ def prefill_budget(prefill_chunk: int, decoding: int) -> int:
 
 
 MIN_PACED_TOKENS = 16  # a paced step still moves a prompt on by this many tokens
+SAMPLE_EVERY = 8  # steps that finish prompts are timed one in this many (the first always)
 
 
 class PrefillPace:
     """How many prompt tokens fit in a step of ``target_s`` seconds, from the measured cost of
-    the prompt chunks so far. Only chunks that are evaluated in the step (a prompt's chunks
-    before its last) are measured; their time includes the decode step queued ahead of them on
-    the device, so the target bounds the whole step. The cost per token is an average that
-    follows the latest chunks (attention makes a long prompt's later tokens dearer)."""
+    the steps' prompt work so far (engine.prefill.PromptWork times it). The time of a step's
+    prompt work includes the decode step queued ahead of it on the device, so the target bounds
+    the whole step. The cost per token is an average that follows the latest steps (attention
+    makes a long prompt's later tokens dearer)."""
 
     def __init__(self, target_s: float):
         self.target_s = target_s
         self.per_token_s: float | None = None
+        self._unsampled = 0
+
+    def wants_sample(self) -> bool:
+        """Whether a step whose work is only queued should wait for it to be timed: the first
+        such step, then one in SAMPLE_EVERY; never when pacing is off."""
+        if self.target_s <= 0:
+            return False
+        self._unsampled += 1
+        return self.per_token_s is None or self._unsampled >= SAMPLE_EVERY
 
     def record(self, tokens: int, seconds: float) -> None:
-        if tokens <= 0 or seconds <= 0:
+        if self.target_s <= 0 or tokens <= 0 or seconds <= 0:
             return
+        self._unsampled = 0
         cost = seconds / tokens
         self.per_token_s = cost if self.per_token_s is None else (self.per_token_s + cost) / 2
 

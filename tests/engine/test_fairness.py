@@ -77,7 +77,7 @@ def test_a_short_prompt_arriving_mid_prefill_is_not_queued_behind_the_long_one()
 
 
 def test_while_a_request_decodes_a_paced_long_prompt_moves_on_by_the_floor_each_step():
-    """With a step target no chunk can meet, every measured step while "short" decodes runs the
+    """With a step target no chunk can meet, every step while "short" decodes runs the
     floor's worth of "long"'s prompt; once nothing decodes, whole chunks again."""
     log = StepLog()
     cfg = SchedulerConfig(prefill_chunk=64, prefill_step_ms=1e-6)
@@ -94,9 +94,36 @@ def test_while_a_request_decodes_a_paced_long_prompt_moves_on_by_the_floor_each_
         eng.shutdown()
     done = [(s["long"][1], "short" in s and s["short"][0] == "running") for s in log.steps if "long" in s]
     moves = [(b - a, decoding) for (a, decoding), (b, _) in zip(done, done[1:]) if b > a]
-    # the first chunk (nothing measured yet) runs the chunk rule; then the floor while short decodes
-    assert moves[0] == (63, True)
-    paced = [m for m, decoding in moves[1:] if decoding]
+    # short's own prompt was timed (the first step that finished one): the floor from the start
+    paced = [m for m, decoding in moves if decoding]
     assert len(paced) >= 3 and set(paced) == {MIN_PACED_TOKENS}
     whole = [m for m, decoding in moves if not decoding]
     assert len(whole) >= 2 and set(whole[:-1]) == {64} and whole[-1] <= 64
+
+
+def test_prompts_done_in_one_pass_are_timed_too_and_then_paced():
+    """A prompt done in one queued pass is timed too (the first such step waits for it): "short"
+    was, so the burst that follows is paced to the floor while "short" decodes. Untimed, each
+    40-token prompt would go whole."""
+    log = StepLog()
+    cfg = SchedulerConfig(prefill_chunk=64, prefill_step_ms=1e-6)
+    eng = Engine(tiny_loaded, EngineConfig(scheduler=cfg, fault_hook=log))
+    log.engine = eng
+    eng.start()
+    try:
+        short = eng.submit([1, 2], SamplingParams(temperature=0.0, max_tokens=40), request_id="short")
+        assert isinstance(next(iter(short)), TokenEvent)
+        burst = [eng.submit(list(range(3 + i, 43 + i)), SamplingParams(temperature=0.0, max_tokens=1),
+                            request_id=f"b{i}") for i in range(3)]
+        for stream in burst:
+            stream.collect()
+        short.collect()
+    finally:
+        eng.shutdown()
+    moves = []
+    for before, after in zip(log.steps, log.steps[1:]):
+        moved = sum(after[r][1] - before[r][1] for r in after if r.startswith("b") and r in before)
+        moved += sum(after[r][1] for r in after if r.startswith("b") and r not in before)
+        if moved:
+            moves.append(moved)
+    assert len(moves) >= 6 and max(moves) <= MIN_PACED_TOKENS

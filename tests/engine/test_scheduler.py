@@ -6,6 +6,7 @@ from mlxctl.engine.request import Request, RequestStatus
 from mlxctl.engine.sampling import SamplingParams
 from mlxctl.engine.scheduler import (
     MIN_PACED_TOKENS,
+    SAMPLE_EVERY,
     PrefillPace,
     Scheduler,
     SchedulerConfig,
@@ -91,6 +92,19 @@ def test_pace_fits_the_target_at_the_measured_cost_following_the_latest_chunks()
     pace.record(10, 10.0)  # a second a token: never below the floor
     assert pace.limit() == MIN_PACED_TOKENS
     assert PrefillPace(0).limit() is None and PrefillPace(0.0).per_token_s is None
+
+
+def test_pace_times_a_queued_step_first_then_one_in_sample_every():
+    pace = PrefillPace(0.5)
+    assert pace.wants_sample()  # nothing measured yet
+    pace.record(100, 0.1)
+    assert [pace.wants_sample() for _ in range(SAMPLE_EVERY)] == [False] * (SAMPLE_EVERY - 1) + [True]
+    pace.record(100, 0.1)
+    assert not pace.wants_sample()
+    off = PrefillPace(0)
+    assert not off.wants_sample()
+    off.record(100, 0.1)
+    assert off.per_token_s is None
 
 
 def test_step_budget_is_paced_only_while_rows_decode():
