@@ -56,7 +56,7 @@ complete -c mlxctl -n '__fish_seen_subcommand_from serve' -l load-format -r -F -
 complete -c mlxctl -n '__fish_seen_subcommand_from serve' -l moe-top-k -r -F -d 'Mixture-of-experts models: route each token to K experts (fewer than trained: faster decode, some quality cost)'
 complete -c mlxctl -n '__fish_seen_subcommand_from serve' -l max-num-seqs -r -F -d 'Requests prefilling or decoding at once'
 complete -c mlxctl -n '__fish_seen_subcommand_from serve' -l prefill-chunk -r -F -d 'Tokens per engine step, decode rows (one each) and prompt chunks together; prompts keep at least half; 0: 512 on CPU, 4096 on GPU'
-complete -c mlxctl -n '__fish_seen_subcommand_from serve' -l prefill-step-ms -r -F -d 'While requests are decoding, size each step\'s prompt work to take about this long (from the measured cost of the chunks so far), so they keep getting tokens behind a long prompt; 0: --prefill-chunk alone'
+complete -c mlxctl -n '__fish_seen_subcommand_from serve' -l prefill-step-ms -r -F -d 'While requests are decoding, size each step\'s prompt work to take about this long (from its measured cost so far), so they keep getting tokens behind a long prompt; 0: --prefill-chunk alone'
 complete -c mlxctl -n '__fish_seen_subcommand_from serve' -l max-waiting -r -F -d 'Queued requests before new ones get 503'
 complete -c mlxctl -n '__fish_seen_subcommand_from serve' -l stream-interval -r -F -d 'Tokens per streamed chunk'
 complete -c mlxctl -n '__fish_seen_subcommand_from serve' -l sse-ping-interval -r -F -d 'A streamed response with nothing sent for this long (queued, prefilling) gets a keep-alive: an SSE comment, Anthropic\'s ping event on /v1/messages; 0: none'

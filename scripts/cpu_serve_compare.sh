@@ -4,7 +4,8 @@
 # ratios are against it). Make the folder once:
 #   python -m mlx_lm convert --hf-path <store>/smollm2-135m --mlx-path /tmp/smol-f32 -d --dtype float32
 # Run with nothing else on the machine: bash scripts/cpu_serve_compare.sh [extra bench-serve args]
-# VARIANT="--prefill-step-ms 0" adds a third server (mlxctl serve with those flags) on :8182.
+# FLAGS= adds flags to mlxctl serve; VARIANT="--prefill-step-ms 0" adds a third server (mlxctl
+# serve with those flags) on :8182; CONC=8,16 picks the concurrency levels.
 set -uo pipefail
 MODEL=${MODEL:-/tmp/smol-f32}
 OUT=${OUT:-bench-results}; mkdir -p "$OUT"
@@ -13,7 +14,8 @@ for lib in /usr/lib/x86_64-linux-gnu/libopenblas.so.0 /usr/lib/aarch64-linux-gnu
   [ -e "$lib" ] && export LD_PRELOAD="$lib" && break
 done
 $PY -m mlx_lm.server --model "$MODEL" --port 8181 2> "$OUT/cpu_mlx_lm_server.log" &
-$PY -m mlxctl serve -m "$MODEL" --port 8180 --served-model-name smol-f32 2> "$OUT/cpu_serve.log" &
+# shellcheck disable=SC2086
+$PY -m mlxctl serve -m "$MODEL" --port 8180 --served-model-name smol-f32 ${FLAGS:-} 2> "$OUT/cpu_serve.log" &
 urls=(--url http://127.0.0.1:8181 -m "$MODEL" --url http://127.0.0.1:8180 -m smol-f32)
 if [ -n "${VARIANT:-}" ]; then
   # shellcheck disable=SC2086
@@ -24,5 +26,5 @@ for _ in $(seq 180); do
   curl -sf localhost:8180/health >/dev/null && curl -sf localhost:8181/v1/models >/dev/null &&
     { [ -z "${VARIANT:-}" ] || curl -sf localhost:8182/health >/dev/null; } && break; sleep 1
 done
-$PY -m mlxctl bench-serve "${urls[@]}" --prompt-tokens 128 --output-tokens 32 -c 1,4,8,16 -n 16 --seed 7 "$@"
+$PY -m mlxctl bench-serve "${urls[@]}" --prompt-tokens 128 --output-tokens 32 -c "${CONC:-1,4,8,16}" -n 16 --seed 7 "$@"
 kill $(jobs -p) 2>/dev/null; wait

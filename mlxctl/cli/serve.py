@@ -30,7 +30,7 @@ NameOpt = Annotated[Optional[str], typer.Option("--served-model-name", metavar="
 DtypeOpt = Annotated[str, typer.Option("--dtype", metavar="DTYPE", help="Weights dtype: auto, native, float32, float16, bfloat16.")]
 SeqsOpt = Annotated[int, typer.Option("--max-num-seqs", metavar="N", min=1, help="Requests prefilling or decoding at once.")]
 ChunkOpt = Annotated[int, typer.Option("--prefill-chunk", metavar="N", min=0, help="Tokens per engine step, decode rows (one each) and prompt chunks together; prompts keep at least half; 0: 512 on CPU, 4096 on GPU.")]
-StepMsOpt = Annotated[int, typer.Option("--prefill-step-ms", metavar="MS", min=0, help="While requests are decoding, size each step's prompt work to take about this long (from the measured cost of the chunks so far), so they keep getting tokens behind a long prompt; 0: --prefill-chunk alone.")]
+StepMsOpt = Annotated[Optional[int], typer.Option("--prefill-step-ms", metavar="MS", min=0, show_default=False, help="While requests are decoding, size each step's prompt work to take about this long (from its measured cost so far), so they keep getting tokens behind a long prompt; 0: --prefill-chunk alone. Default: 500 on a GPU, 2000 on a CPU.")]
 WaitingOpt = Annotated[int, typer.Option("--max-waiting", metavar="N", min=0, help="Queued requests before new ones get 503.")]
 IntervalOpt = Annotated[int, typer.Option("--stream-interval", metavar="N", min=1, help="Tokens per streamed chunk.")]
 SsePingOpt = Annotated[str, typer.Option("--sse-ping-interval", metavar="SECONDS", help="A streamed response with nothing sent for this long (queued, prefilling) gets a keep-alive: an SSE comment, Anthropic's ping event on /v1/messages; 0: none.")]
@@ -84,7 +84,7 @@ def serve(
     moe_top_k: MoeTopKOpt = None,
     max_num_seqs: SeqsOpt = 16,
     prefill_chunk: ChunkOpt = 0,
-    prefill_step_ms: StepMsOpt = 500,
+    prefill_step_ms: StepMsOpt = None,
     max_waiting: WaitingOpt = 256,
     stream_interval: IntervalOpt = 1,
     sse_ping_interval: SsePingOpt = "5",

@@ -191,6 +191,7 @@ class Engine:
         self.model = self._load()
         self.vocab_size = _vocab_size(self.model)
         self.scheduler.cfg = resolve_auto(self.scheduler.cfg)
+        self.scheduler.pace.target_s = self.scheduler.cfg.prefill_step_ms / 1000
         self.runner = ModelRunner(self.model.model, getattr(self.model, "vision", None))
         self.prefix = PrefixReuse(self.model, self.config.prefix)
         self.prompts = PromptWork(self.runner, self.prefix, lambda req, exc: self._finish(req, FinishReason.ERROR, exc),

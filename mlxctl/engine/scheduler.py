@@ -19,7 +19,8 @@ class SchedulerConfig:
     max_num_seqs: int = 16  # requests prefilling + decoding at once
     prefill_chunk: int = 0  # prompt tokens per engine step, over all requests; 0: by backend
     max_prefilling: int = 8  # requests whose prompts are in flight at once
-    prefill_step_ms: float = 500.0  # while rows decode, a step's prompt work is sized to take about this; 0: off
+    # while rows decode, a step's prompt work is sized to take about this long; 0: off; None: by backend
+    prefill_step_ms: float | None = None
 
 
 def resolve_auto(cfg: SchedulerConfig) -> SchedulerConfig:
@@ -27,12 +28,17 @@ def resolve_auto(cfg: SchedulerConfig) -> SchedulerConfig:
     time a CPU needs for far fewer, so the CPU gets smaller chunks (decoding stalls less). On
     the H200, 4096 against 2048 gave 1.25x and 1.11x the output of 256 streams of 512-token
     prompts in two runs; at 64 streams the two runs disagreed (1.17x, 0.86x: docs/benchmarks.md)."""
-    if cfg.prefill_chunk:
+    if cfg.prefill_chunk and cfg.prefill_step_ms is not None:
         return cfg
     import mlx.core as mx
 
-    chunk = 512 if mx.default_device().type == mx.cpu else 4096
-    return dataclasses.replace(cfg, prefill_chunk=chunk)
+    cpu = mx.default_device().type == mx.cpu
+    step_ms = cfg.prefill_step_ms if cfg.prefill_step_ms is not None else CPU_STEP_MS if cpu else GPU_STEP_MS
+    return dataclasses.replace(cfg, prefill_chunk=cfg.prefill_chunk or (512 if cpu else 4096), prefill_step_ms=step_ms)
+
+
+GPU_STEP_MS = 500
+CPU_STEP_MS = 2000
 
 
 @dataclass(frozen=True)
@@ -155,7 +161,7 @@ class Scheduler:
         self.prefilling: list[Request] = []
         self.running: list[Request] = []
         self.one_at_a_time: set[str] = set()  # suspects after a failed step (see engine.recovery)
-        self.pace = PrefillPace(cfg.prefill_step_ms / 1000)
+        self.pace = PrefillPace((cfg.prefill_step_ms or 0) / 1000)  # the engine sets it once resolved
 
     def add(self, req: Request) -> None:
         self.waiting.append(req)

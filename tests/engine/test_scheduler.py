@@ -158,3 +158,13 @@ def test_finish_removes_from_every_queue():
         assert r.status is RequestStatus.FINISHED
     assert not s.has_work
     assert s.find("0") is None
+
+
+def test_auto_settings_by_backend_keep_what_was_given():
+    from mlxctl.engine.scheduler import CPU_STEP_MS, resolve_auto
+
+    auto = resolve_auto(SchedulerConfig())  # the tests run on MLX's CPU backend
+    assert (auto.prefill_chunk, auto.prefill_step_ms) == (512, CPU_STEP_MS)
+    given = resolve_auto(SchedulerConfig(prefill_chunk=64, prefill_step_ms=0))
+    assert (given.prefill_chunk, given.prefill_step_ms) == (64, 0)
+    assert resolve_auto(SchedulerConfig(prefill_step_ms=300)).prefill_step_ms == 300
