@@ -29,6 +29,7 @@ LLAMA_3_1_8B = dict(  # a model worth splitting over GPUs (tensor-parallel bench
     LLAMA_3_2_1B, hidden_size=4096, num_hidden_layers=32, intermediate_size=14336, head_dim=128,
     tie_word_embeddings=False,
 )
+LLAMA_3_1_8B_4BIT = dict(LLAMA_3_1_8B, quantization={"group_size": 64, "bits": 4})  # as mlx-community ships it
 SMOLLM2_135M = {
     "model_type": "llama", "hidden_size": 576, "num_hidden_layers": 30, "intermediate_size": 1536,
     "num_attention_heads": 9, "num_key_value_heads": 3, "rms_norm_eps": 1e-5, "vocab_size": 49152,
@@ -89,7 +90,8 @@ QWEN3_5_35B_A3B = {  # Qwen/Qwen3.5-35B-A3B's text tower: 34.7B, bf16 (69 GB; th
     },
 }
 QWEN3_5_35B_A3B_4BIT = dict(QWEN3_5_35B_A3B, quantization={"group_size": 64, "bits": 4})
-PRESETS = {"llama-3.2-1b": LLAMA_3_2_1B, "llama-3.1-8b": LLAMA_3_1_8B, "smollm2-135m": SMOLLM2_135M, "qwen3-moe-small": QWEN3_MOE_SMALL,
+PRESETS = {"llama-3.2-1b": LLAMA_3_2_1B, "llama-3.1-8b": LLAMA_3_1_8B, "llama-3.1-8b-4bit": LLAMA_3_1_8B_4BIT,
+           "smollm2-135m": SMOLLM2_135M, "qwen3-moe-small": QWEN3_MOE_SMALL,
            "qwen3-moe-medium": QWEN3_MOE_MEDIUM, "gpt-oss-20b": GPT_OSS_20B, "gemma3-12b": GEMMA3_12B,
            "qwen3-next-80b-a3b": QWEN3_NEXT_80B_A3B, "qwen3.5-35b-a3b": QWEN3_5_35B_A3B,
            "qwen3.5-35b-a3b-4bit": QWEN3_5_35B_A3B_4BIT}
