@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from mlxctl.engine.byte_detokenize import ByteDetokenizer, byte_table
 from mlxctl.engine.detokenize import IncrementalDetokenizer, StopMatcher
 from mlxctl.engine.events import FinishReason, TokenEvent, TokenLogprob
 from mlxctl.engine.sampling import SamplingParams
@@ -14,9 +15,7 @@ class OutputProcessor:
 
     def __init__(self, tokenizer: Any, params: SamplingParams, eos_token_ids: set[int], max_new_tokens: int,
                  context_ids: list[int] = ()):
-        # the prompt's last ids let SentencePiece decoders keep the first token's leading space
-        self._detok = IncrementalDetokenizer(tokenizer, skip_special_tokens=params.skip_special_tokens,
-                                             context_ids=context_ids)
+        self._detok = make_detokenizer(tokenizer, params.skip_special_tokens, context_ids)
         self._stops = StopMatcher(params.stop)
         stop_ids = set(params.stop_token_ids)
         self._stop_ids = stop_ids if params.ignore_eos else stop_ids | set(eos_token_ids)
@@ -44,3 +43,12 @@ class OutputProcessor:
         """Text still held back when the request ends (nothing after a stop string hit)."""
         text, _ = self._stops.feed(self._detok.flush())
         return text + self._stops.flush()
+
+
+def make_detokenizer(tokenizer: Any, skip_special_tokens: bool, context_ids: list[int] = ()) -> Any:
+    """A byte table's detokenizer for byte-level BPE tokenizers, else the generic one (whose
+    context ids, the prompt's last, let SentencePiece decoders keep the first token's space)."""
+    tables = byte_table(tokenizer)
+    if tables is not None:
+        return ByteDetokenizer(tokenizer, tables[1] if skip_special_tokens else tables[0])
+    return IncrementalDetokenizer(tokenizer, skip_special_tokens=skip_special_tokens, context_ids=context_ids)
