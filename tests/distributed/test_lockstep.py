@@ -35,6 +35,7 @@ def _same(one: dict, split: dict) -> None:
     assert split["again"] == one["again"]
 
 
+@pytest.mark.slow  # 12.6 s: the slow step (the CLI test below runs two ranks too)
 def test_two_ranks_generate_what_one_does(tmp_path, model_home, smollm2):
     model = str(dummy_model(tmp_path))
     one = _job(1, model, tmp_path / "one.json", model_home, "dummy")

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 
 from mlxctl.server.runner import free_port
 
@@ -30,6 +31,7 @@ def wait_healthy(url: str, proc: subprocess.Popen, seconds: float = 120) -> None
     raise AssertionError("mlxctl serve did not become healthy")
 
 
+@pytest.mark.slow  # 12 s end to end: the slow step (bench-serve is covered against a fake server)
 def test_bench_serve_smoke_contract_passes_against_mlxctl_serve(model_home, smollm2):
     port = free_port()
     env = dict(os.environ, MLXCTL_HOME=str(model_home))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from mlxctl.api.prompt import chat_messages, render_chat
 from mlxctl.engine.sampling import SamplingParams
 
@@ -17,6 +19,7 @@ QUESTIONS = [
 ]
 
 
+@pytest.mark.slow  # 15 s: the slow step (default step over 15 min; batching is covered on tiny models)
 def test_eight_concurrent_greedy_requests_match_alone(smollm2_engine):
     engine = smollm2_engine
     tok = engine.model.tokenizer

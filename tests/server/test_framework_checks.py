@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import httpx
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -21,6 +22,7 @@ def checks_module():
     return module
 
 
+@pytest.mark.slow  # 14 s end to end: the slow step (default step over 15 min)
 def test_forced_calls_over_refs_pass_on_both_sdks(base_url, capsys):
     # the engine is the session's: start from an empty prefix cache, so the greedy calls take the
     # path they take alone (in one full run the Anthropic forced call ended without a call)
