@@ -87,7 +87,8 @@ def test_gemma3_ties_its_embeddings_as_its_checkpoint_does():
     assert "lm_head" not in model and model.tie_word_embeddings
 
 
-@pytest.mark.parametrize("name, low, high", [("qwen3-next-80b-a3b", 40, 50), ("qwen3.5-35b-a3b-4bit", 17, 22)])
+@pytest.mark.parametrize("name, low, high", [("qwen3-next-80b-a3b", 40, 50), ("qwen3.5-35b-a3b-4bit", 17, 22),
+                                           ("llama-3.1-8b-4bit", 4, 5.5)])
 def test_the_4bit_presets_weigh_what_a_4bit_checkpoint_does(name, low, high):
     config = dummy_config(name)[1]
     before = mx.get_active_memory()  # (other tests of the session may hold models)
