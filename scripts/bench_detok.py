@@ -3,7 +3,7 @@
 
   python scripts/bench_detok.py [--model REF] [--tokens 2000] [--reps 5]
 
-Streams the ids of README.md through an OutputProcessor's detokenizer both ways (no stop
+Streams the ids of README.md, with the tokenizer the engine gets from the loader, through an OutputProcessor's detokenizer both ways (no stop
 strings, then two), interleaved, and prints microseconds per token (median of the reps).
 """
 
@@ -21,14 +21,13 @@ def main() -> int:
     p.add_argument("--tokens", type=int, default=2000)
     p.add_argument("--reps", type=int, default=5)
     args = p.parse_args()
-    from mlx_lm.tokenizer_utils import load as load_tokenizer
-
     from mlxctl.engine import output
     from mlxctl.engine.detokenize import IncrementalDetokenizer
     from mlxctl.engine.sampling import SamplingParams
+    from mlxctl.models.loader import load_model
     from mlxctl.models.resolve import resolve_model
 
-    tokenizer = load_tokenizer(resolve_model(args.model).path)
+    tokenizer = load_model(resolve_model(args.model).path).tokenizer  # the engine's own
     ids = tokenizer.encode((Path(__file__).resolve().parents[1] / "README.md").read_text())[: args.tokens]
     generic = lambda tok, skip, ctx=(): IncrementalDetokenizer(tok, skip_special_tokens=skip, context_ids=ctx)  # noqa: E731
     ways = {"byte table": output.make_detokenizer, "tokenizer decode": generic}

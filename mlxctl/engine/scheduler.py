@@ -119,7 +119,7 @@ class PrefillPace:
 
 def step_budget(cfg: SchedulerConfig, decoding: int, pace: PrefillPace) -> int:
     """The step's prompt tokens: :func:`prefill_budget`, and while rows decode at most what
-    ``pace`` says fits in ``prefill_step_ms`` (a 7.6k-token prompt on a 2-core CPU took 17-31
+    ``pace`` says fits in ``prefill_step_ms`` (a 7.6k-token prompt on a 2-core CPU took 15-28
     s a 512-token chunk, and a decoding request a token per chunk). With nothing decoding no
     one waits for a token: the whole chunk goes."""
     budget = prefill_budget(cfg.prefill_chunk, decoding)
