@@ -131,8 +131,9 @@ def plan_prefill(prefilling: list[Request], budget: int) -> list[tuple[Request, 
     """Split the step's prompt-token budget over prefilling requests. The one prefilling
     longest goes first: whole if it fits, else an equal share (so a long prompt always goes
     on). The rest goes shortest prompt first, each whole if it fits in what is left. Only a
-    prompt too long for a whole step (or one already started) takes a piece of what is left:
-    one that fits a step waits for the next rather than being split, so a burst of prompts runs
+    prompt too long to go whole in any step (more than a step leaves beside a long oldest one's
+    share) or one already started takes a piece of what is left: one that could go whole waits
+    for the next step rather than being split, so a burst of prompts runs
     as whole prompts prefilled together, none cut into passes of its own. A short prompt that
     arrives while a long one prefills is done in a step instead of waiting for all the long
     one's chunks. Returned in arrival order."""
@@ -143,9 +144,10 @@ def plan_prefill(prefilling: list[Request], budget: int) -> list[tuple[Request, 
     first = oldest.prompt_left if oldest.prompt_left <= budget else budget // len(prefilling)
     shares[id(oldest)] = first
     left = budget - first
+    room = budget if oldest.prompt_left <= budget else left  # the most a step leaves the others
     for req in sorted(prefilling, key=lambda r: r.prompt_left):  # stable: arrival order among equals
         need = req.prompt_left - shares[id(req)]
-        splittable = req.prompt_left > budget or req.num_prefilled > 0 or shares[id(req)] > 0
+        splittable = req.prompt_left > room or req.num_prefilled > 0 or shares[id(req)] > 0
         n = need if need <= left else (left if splittable else 0)
         shares[id(req)] += n
         left -= n

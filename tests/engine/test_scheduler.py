@@ -67,6 +67,15 @@ def test_plan_prefill_runs_as_many_whole_prompts_of_a_burst_as_fit():
     assert plan_prefill([big, *burst[:2]], 2048) == [(big, 1448), (burst[0], 300), (burst[1], 300)]
 
 
+def test_a_prompt_that_cannot_go_whole_beside_a_long_one_is_split_not_held_back():
+    long, mid = fake("long", 5000), fake("mid", 300)
+    # 300 fits a 512-token step, but beside the long prompt's share (256) a step never has room
+    # for it whole: it takes what is left at once instead of waiting for the long one to finish
+    assert plan_prefill([long, mid], 512) == [(long, 256), (mid, 256)]
+    small = fake("small", 200)  # fits beside the share: it goes whole, and the long one takes the rest
+    assert plan_prefill([long, small], 512) == [(long, 312), (small, 200)]
+
+
 def test_plan_prefill_budget_under_the_count_goes_to_the_shortest():
     reqs = [fake(str(i), 50 + i) for i in range(4)]
     assert plan_prefill(reqs, 2) == [(reqs[0], 2)]
