@@ -326,7 +326,8 @@ async def test_screenshot_shows_every_panel(two_models, tmp_path):
         events = [asyncio.Event() for _ in range(7)]
         streams = [asyncio.ensure_future(_stream(url, e, i + 1)) for i, e in enumerate(events)]
         try:
-            assert await until(pilot, lambda: len(in_flight_rows(app)) == 7 and all(e.is_set() for e in events)
+            # a first SSE chunk can come before the prompt is done: wait until all seven decode
+            assert await until(pilot, lambda: row_states(app) == ["running"] * 7 and all(e.is_set() for e in events)
                                and len(app.tracker.request_tps) == 7 and app.tracker.output_tps, timeout=180)
             assert await until(pilot, lambda: model_table(app)["tiny-a"][2] == "1")
             polls = app.tracker.polls
@@ -342,6 +343,12 @@ async def test_screenshot_shows_every_panel(two_models, tmp_path):
                  "Output tok/s", "TTFT ms", "Prefix cache", "hit rate", "Memory", "active",
                  "Quit", "Pause", "Reset"):
         assert text in shown, text
+
+
+def row_states(app: TopApp) -> list[str]:
+    """The state column of the requests table, top to bottom."""
+    rows = in_flight_rows(app)
+    return [str(app.query_one("#requests").get_row(key)[1]) for key in rows] if rows else []
 
 
 def in_flight_rows(app: TopApp) -> list:
