@@ -47,6 +47,9 @@ class _Nowhere:
 
 class _Lockstep(Engine):
     def __init__(self, load: Callable[[], Any], config: EngineConfig, group: Any):
+        # No prefill pacing: it sizes steps from each rank's own clock, so the ranks' plans
+        # would part (scheduler.PrefillPace); every rank plans by the token budget alone.
+        config = dataclasses.replace(config, scheduler=dataclasses.replace(config.scheduler, prefill_step_ms=0))
         super().__init__(load, config)
         self.channel = Channel(group)
         self.ranks = group.size()
