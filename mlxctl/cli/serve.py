@@ -161,7 +161,7 @@ def serve(
     specs = pool_specs(extras, load_models_config(models_config) if models_config else [], pin, settings.model_name)
     residency = (specs, int(max_loaded_gb * (1 << 30)), parse_keep_alive(keep_alive, "--keep-alive"), tui,
                  str(log_file) if log_file else None, allow_unconfigured_models)
-    check_serve_options(tensor_parallel, extra_models=len(specs), cache_dir=cache_dir)
+    check_serve_options(tensor_parallel, extra_models=len(specs), cache_dir=cache_dir, prefill_step_ms=prefill_step_ms)
     if tensor_parallel > 1 and allow_unconfigured_models:
         raise BadInputError("--tensor-parallel serves one model", hint="drop --allow-unconfigured-models")
     _execute(output_for(ctx), first, (dtype, load_format, moe_top_k), settings, max_num_seqs,

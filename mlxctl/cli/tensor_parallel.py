@@ -12,10 +12,14 @@ def check_run_options(n: int, *, images: Any, videos: Any) -> None:
         raise BadInputError(f"{'--image' if images else '--video'} does not work with --tensor-parallel yet")
 
 
-def check_serve_options(n: int, *, extra_models: int, cache_dir: Any) -> None:
+def check_serve_options(n: int, *, extra_models: int, cache_dir: Any, prefill_step_ms: int | None = None) -> None:
     """What `serve` cannot do over several ranks yet, refused before anything loads."""
     if n == 1:
         return
+    if prefill_step_ms:
+        raise BadInputError("--prefill-step-ms does not work with --tensor-parallel (each rank's clock would "
+                            "size its steps differently)", hint="drop --prefill-step-ms; the ranks plan by "
+                            "--prefill-chunk")
     if extra_models:
         raise BadInputError("--tensor-parallel serves one model", hint="drop the extra -m models")
     if cache_dir is not None:

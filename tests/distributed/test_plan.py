@@ -57,6 +57,10 @@ def test_serve_refuses_what_it_cannot_split():
         check_serve_options(2, extra_models=1, cache_dir=None)
     with pytest.raises(BadInputError, match="--cache-dir"):
         check_serve_options(2, extra_models=0, cache_dir="/tmp/x")
+    with pytest.raises(BadInputError, match="--prefill-step-ms does not work with --tensor-parallel"):
+        check_serve_options(2, extra_models=0, cache_dir=None, prefill_step_ms=300)
+    check_serve_options(2, extra_models=0, cache_dir=None, prefill_step_ms=0)  # off, as the ranks run anyway
+    check_serve_options(2, extra_models=0, cache_dir=None)  # left to the backend: the ranks do not pace
 
 
 def _request(rid: str, params: SamplingParams) -> Request:
