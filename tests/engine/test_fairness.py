@@ -36,9 +36,10 @@ class StepLog:
         return [s for s in self.steps if s.get(rid, ("",))[0] == "prefilling"]
 
 
-def logged_engine() -> tuple[Engine, StepLog]:
+def logged_engine(chunk: int = CHUNK, prefill_step_ms: float | None = None) -> tuple[Engine, StepLog]:
     log = StepLog()
-    eng = Engine(tiny_loaded, EngineConfig(scheduler=SchedulerConfig(prefill_chunk=CHUNK), fault_hook=log))
+    cfg = SchedulerConfig(prefill_chunk=chunk, prefill_step_ms=prefill_step_ms)
+    eng = Engine(tiny_loaded, EngineConfig(scheduler=cfg, fault_hook=log))
     log.engine = eng
     return eng.start(), log
 
@@ -79,11 +80,7 @@ def test_a_short_prompt_arriving_mid_prefill_is_not_queued_behind_the_long_one()
 def test_while_a_request_decodes_a_paced_long_prompt_moves_on_by_the_floor_each_step():
     """With a step target no chunk can meet, every step while "short" decodes runs the
     floor's worth of "long"'s prompt; once nothing decodes, whole chunks again."""
-    log = StepLog()
-    cfg = SchedulerConfig(prefill_chunk=64, prefill_step_ms=1e-6)
-    eng = Engine(tiny_loaded, EngineConfig(scheduler=cfg, fault_hook=log))
-    log.engine = eng
-    eng.start()
+    eng, log = logged_engine(64, prefill_step_ms=1e-6)  # a target no chunk can meet
     try:
         short = eng.submit([1, 2], SamplingParams(temperature=0.0, max_tokens=8), request_id="short")
         assert isinstance(next(iter(short)), TokenEvent)
@@ -105,11 +102,7 @@ def test_prompts_done_in_one_pass_are_timed_too_and_then_paced():
     """A prompt done in one queued pass is timed too (the first such step waits for it): "short"
     was, so the burst that follows is paced to the floor while "short" decodes. Untimed, each
     40-token prompt would go whole."""
-    log = StepLog()
-    cfg = SchedulerConfig(prefill_chunk=64, prefill_step_ms=1e-6)
-    eng = Engine(tiny_loaded, EngineConfig(scheduler=cfg, fault_hook=log))
-    log.engine = eng
-    eng.start()
+    eng, log = logged_engine(64, prefill_step_ms=1e-6)  # a target no chunk can meet
     try:
         short = eng.submit([1, 2], SamplingParams(temperature=0.0, max_tokens=40), request_id="short")
         assert isinstance(next(iter(short)), TokenEvent)
