@@ -9,7 +9,8 @@ Single stream (greedy, fixed length): mlx-lm's bare `generate_step` loop and `st
 against `Engine.submit`, interleaved A B C A B C; decode tok/s is measured from the first
 token to the last. Concurrency C: mlx-lm's `BatchGenerator` (C prompts inserted at once)
 against C simultaneous engine submissions; tok/s is all generated tokens over wall time,
-prefill included. Every shape is run once before it is measured (first runs compile kernels).
+prefill included. With --prompt-tokens N each round draws new random prompts, the same for
+every contender, so the engine's prefix cache never serves them. Every shape is run once before it is measured (first runs compile kernels).
 
 ``--variant`` adds an engine with other settings on the same loaded model, measured in the same
 interleaved rounds (keys: prefill_chunk, max_prefilling, prefill_step_ms, pool_cap_bytes), so an engine setting is
@@ -46,13 +47,15 @@ def parse() -> argparse.Namespace:
     return p.parse_args()
 
 
-def prompts(loaded, n_tokens: int, count: int) -> list[list[int]]:
+def prompts(loaded, n_tokens: int, count: int, seed: int = 0) -> list[list[int]]:
+    """``count`` random prompts of ``n_tokens`` (a new set for each ``seed``), or with 0 the
+    one chat prompt ``count`` times (so every request after the first is a prefix-cache hit)."""
     from mlxctl.api.prompt import chat_messages, render_chat
 
     if n_tokens == 0:
         base = render_chat(loaded.tokenizer, chat_messages(PROMPT))
         return [base[:-1] + [base[-1]] for _ in range(count)]
-    rng = random.Random(0)
+    rng = random.Random(seed)
     return [[rng.randrange(100, 40000) for _ in range(n_tokens)] for _ in range(count)]
 
 
@@ -125,15 +128,19 @@ def run_single(loaded, engines, prompt, args) -> dict:
     return summarise(runs, same)
 
 
-def run_batch(loaded, engines, batch, args) -> dict:
-    fns = {"batch_generator": lambda: mlx_lm_batch(loaded, batch, args.max_tokens),
-           **{name: (lambda e=e: engine_batch(e, batch, args.max_tokens)) for name, e in engines.items()}}
+def run_batch(loaded, engines, concurrency: int, args) -> dict:
+    """Each round gives every contender the same new prompts: no engine's prefix cache holds
+    them (mlx-lm's batch generator has none), so both prefill every prompt in full."""
+    fns = {"batch_generator": lambda batch: mlx_lm_batch(loaded, batch, args.max_tokens),
+           **{name: (lambda batch, e=e: engine_batch(e, batch, args.max_tokens)) for name, e in engines.items()}}
+    seeds = iter(range(1, 1 << 30))
     for fn in fns.values():
-        fn()
+        fn(prompts(loaded, args.prompt_tokens, concurrency, next(seeds)))
     runs = {k: [] for k in fns}
     for _ in range(args.reps):
+        batch = prompts(loaded, args.prompt_tokens, concurrency, next(seeds))
         for name, fn in fns.items():
-            runs[name].append(fn())
+            runs[name].append(fn(batch))
     return summarise(runs, None)
 
 
@@ -188,7 +195,7 @@ def main() -> int:
     result = provenance(args, loaded)
     result["single"] = run_single(loaded, engines, prompts(loaded, args.prompt_tokens, 1)[0], args)
     for c in sizes:
-        result[f"concurrency_{c}"] = run_batch(loaded, engines, prompts(loaded, args.prompt_tokens, c), args)
+        result[f"concurrency_{c}"] = run_batch(loaded, engines, c, args)
     for engine in engines.values():
         engine.shutdown()
     print(json.dumps(result, indent=2) if args.json else human(result))
