@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Issue 18 on the lent GPU: two builds of mlxctl side by side, interleaved A B A B. OLD is a
+# directory holding another build's `mlxctl` package (e.g. `git archive REV mlxctl | tar -x -C
+# .old`); the scripts are this tree's. `engine`: bench_engine.py (each run against mlx-lm's
+# BatchGenerator in the same process); `serve`: the daemon over HTTP at 64 and 256 streams.
+# Llama-3.2-1B shape, bf16 dummy weights, 512-token prompts, 128 new tokens. Results in $OUT.
+#   OLD=.old ROUNDS=1 bash scripts/gpu_ab.sh engine|serve
+set -uo pipefail
+OUT=${OUT:-bench-results}; mkdir -p "$OUT"
+MODEL=${MODEL:-/tmp/llama1b}
+PY=${PYTHON:-python3}
+OLD=${OLD:-.old}
+ROUNDS=${ROUNDS:-1}
+REPS=${REPS:-2}
+BASE=${PYTHONPATH:-}
+[ -d "$MODEL" ] || $PY scripts/save_dummy.py --preset llama-3.2-1b --dtype bfloat16 --out "$MODEL" >/dev/null
+build() { if [ "$1" = old ]; then echo "$(realpath "$OLD"):$BASE"; else echo "$PWD:$BASE"; fi; }
+engine() {
+  PYTHONPATH=$(build "$1") timeout 280 $PY scripts/bench_engine.py --model "$MODEL" --dtype native \
+    --prompt-tokens 512 --max-tokens 128 --concurrency "${CONC:-8,64,256}" --reps "$REPS" --json \
+    > "$OUT/engine_$1_$2.json" 2> "$OUT/engine_$1_$2.log"
+}
+serve() {
+  PYTHONPATH=$(build "$1") $PY -m mlxctl serve -m "$MODEL" --dtype native --max-num-seqs 256 --port 8080 \
+    --served-model-name llama1b 2> "$OUT/serve_$1_$2.log" &
+  local pid=$!
+  for _ in $(seq 120); do curl -sf localhost:8080/health >/dev/null && break; sleep 1; done
+  for c in 64 256; do
+    timeout 200 $PY -m mlxctl bench-serve --url http://127.0.0.1:8080 -m llama1b --prompt-tokens 512 \
+      --output-tokens 128 -c $c -n $c --repeats "$REPS" --json > "$OUT/serve_$1_$2_c$c.json"
+  done
+  kill $pid; wait $pid 2>/dev/null
+}
+for r in $(seq "$ROUNDS"); do
+  for b in old new; do "${1:-engine}" $b $r; done
+done
+ls -la "$OUT"
