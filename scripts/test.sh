@@ -16,7 +16,8 @@ for lib in /usr/lib/x86_64-linux-gnu/libopenblas.so.0 /usr/lib/aarch64-linux-gnu
   if [ "$(uname)" = Linux ] && [ -e "$lib" ]; then export LD_PRELOAD="$lib${LD_PRELOAD:+:$LD_PRELOAD}"; break; fi
 done
 status=0
-"$PY" -m pytest "$@" || status=$?
+# --durations: each step ends with its slowest tests, to see what belongs in the slow step
+"$PY" -m pytest --durations=25 "$@" || status=$?
 echo "== slow tests =="
-"$PY" -m pytest -m slow "$@" || { s=$?; [ "$s" = 5 ] || status=$s; }
+"$PY" -m pytest -m slow --durations=25 "$@" || { s=$?; [ "$s" = 5 ] || status=$s; }
 exit $status
