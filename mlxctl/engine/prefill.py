@@ -12,7 +12,6 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from mlxctl.engine.batch import extract_row
 from mlxctl.engine.request import Request
 from mlxctl.errors import MlxctlError
 
@@ -27,7 +26,6 @@ class Joiner:
     cache: list[Any]  # one request's plain cache, or a group's batched cache
     first: Any  # BatchSample: their first tokens
     batched: bool = False
-    left: list[int] | None = None  # a batched cache's left padding per row
 
 
 class PromptWork:
@@ -87,11 +85,11 @@ class PromptWork:
         now = time.perf_counter()
         for req in reqs:
             req.prefill_start = req.prefill_start or now
-        cache, first, left = self.runner.prefill_group(reqs)  # a failure fails the step: recovered, retried
+        cache, first = self.runner.prefill_group(reqs)  # a failure fails the step: recovered, retried
         for req in reqs:
             req.num_prefilled = req.prefill_len
             req.first_sampled = req.first_sampled or time.perf_counter()
-        return Joiner(reqs, cache, first, batched=True, left=left)
+        return Joiner(reqs, cache, first, batched=True)
 
     def _alone(self, req: Request, n: int) -> Joiner | None:
         if req.prefill_start is None:
@@ -126,7 +124,7 @@ class PromptWork:
         if not self.prefix.enabled or self.prefix.checkpoints:  # (checkpoints were taken while prefilling)
             return
         for row, req in enumerate(joiner.requests):
-            cache = extract_row(joiner.cache, row, joiner.left) if joiner.batched else joiner.cache
+            cache = [c.extract(row) for c in joiner.cache] if joiner.batched else joiner.cache
             self._held.append((req, cache))
 
     def remember_held(self) -> None:
