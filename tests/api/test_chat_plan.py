@@ -14,6 +14,7 @@ from mlxctl.api.chat_split import OutputSplitter, new_splitter
 from mlxctl.api.reasoning import ThinkParser
 from mlxctl.api.toolcalls import get_parser, names
 from mlxctl.api.toolcalls.hermes import HermesParser
+from mlxctl.api.toolcalls.schema_relax import enforceable_tools
 from mlxctl.engine.constraints import ConstraintSpec
 from mlxctl.engine.sampling import SamplingParams
 from mlxctl.errors import BadInputError
@@ -411,7 +412,7 @@ def test_required_call_is_a_hermes_lark_grammar():
     spec = cp.constraint_for(plan(choice=ToolChoice("required")))
     assert isinstance(spec, ConstraintSpec)
     assert (spec.kind, spec.strict, spec.activate_after) == ("lark", True, None)
-    assert spec.value == get_parser("hermes").forcing_grammar(TOOLS, None, False)
+    assert spec.value == get_parser("hermes").forcing_grammar(enforceable_tools(TOOLS, None), None, False)
     assert '"<tool_call>\\n"' in spec.value and "get_weather" in spec.value and "get_time" in spec.value
     spec.check()
 
@@ -431,7 +432,7 @@ def test_named_call_allows_only_that_tool():
 
 def test_llama3_json_model_gets_its_own_grammar():
     spec = cp.constraint_for(plan(ModelFormats("llama3_json"), choice=ToolChoice("required")))
-    assert spec.value == get_parser("llama3_json").forcing_grammar(TOOLS, None, False)
+    assert spec.value == get_parser("llama3_json").forcing_grammar(enforceable_tools(TOOLS, None), None, False)
     assert "<tool_call>" not in spec.value
 
 
@@ -443,7 +444,8 @@ def test_every_tool_call_format_has_a_forcing_grammar():
 def test_each_format_forces_calls_with_its_own_grammar(fmt):
     for choice, parallel in ((ToolChoice("required"), True), (ToolChoice("named", "get_time"), False)):
         spec = cp.constraint_for(plan(ModelFormats(fmt), choice=choice, parallel=parallel))
-        expected = get_parser(fmt).forcing_grammar(TOOLS, choice.name, choice.mode == "required" and parallel)
+        tools = enforceable_tools(TOOLS, choice.name)  # objects closed (schema_relax)
+        expected = get_parser(fmt).forcing_grammar(tools, choice.name, choice.mode == "required" and parallel)
         assert (spec.kind, spec.value, spec.activate_after) == ("lark", expected, None)
         spec.check()
 
