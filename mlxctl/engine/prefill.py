@@ -15,6 +15,8 @@ from typing import Any, Callable
 from mlxctl.engine.request import Request
 from mlxctl.errors import MlxctlError
 
+PAD_FREE = 256  # a padded group pass of at most this many tokens goes whatever its padding (short tails)
+
 
 @dataclass(frozen=True)
 class Joiner:
@@ -39,18 +41,30 @@ class PromptWork:
         self._held: list[tuple[Request, list[Any]]] = []  # prompts whose blocks wait for their first token
 
     def run(self, work: list[tuple[Request, int]]) -> list[Joiner]:
-        """Whole fresh prompts go through the model together; the rest chunk by chunk, alone.
-        Prompts with images are always prefilled alone (from input embeddings); they join the
+        """Prompts that end this step go through the model together (see ``_group``); the
+        rest chunk by chunk, alone. Prompts with images are always prefilled alone (from input embeddings); they join the
         same decode batch as the others once their prompt is done."""
         start = time.perf_counter()
-        group = [req for req, n in work if req.num_prefilled == 0 and n == req.prefill_len and not req.images]
-        if len(group) < 2 or self.prefix.checkpoints or not self.runner.can_batch_prefill(group):
-            group = []
+        group = self._group([req for req, n in work if n == req.prompt_left and not req.images])
         solo = [j for req, n in work if req not in group and (j := self._alone(req, n))]
         joined = self._together(group) if group else None
         joiners = ([joined] if joined else []) + solo
         self._measure(sum(n for _, n in work), joiners, start)
         return joiners
+
+    def _group(self, ends: list[Request]) -> list[Request]:
+        """Of the prompts that end this step, those that go through the model together (the
+        others go alone): fresh ones, and where the model's KV is plain also those that hold
+        KV already (a prefix-cache hit, earlier chunks). Padded to the longest, so while more
+        than half of over PAD_FREE padded tokens would be padding the longest goes alone."""
+        if len(ends) < 2 or self.prefix.checkpoints or not self.runner.can_batch_prefill(ends):
+            return []
+        if any(r.num_prefilled for r in ends) and not self.runner.can_batch_tails(ends):
+            ends = [r for r in ends if not r.num_prefilled]
+        group = sorted(ends, key=lambda r: r.prompt_left)
+        while len(group) >= 2 and PAD_FREE < len(group) * group[-1].prompt_left > 2 * sum(r.prompt_left for r in group):
+            group.pop()
+        return [r for r in ends if r in group] if len(group) >= 2 else []
 
     def _measure(self, tokens: int, joiners: list[Joiner], start: float) -> None:
         """Tell the pace what the step's prompt work cost. Chunks before a prompt's last are

@@ -74,8 +74,27 @@ class ModelRunner:
                 self._batchable = False
         return self._batchable
 
+    def can_batch_tails(self, reqs: list[Request]) -> bool:
+        """Whether the rest of these prompts can go through together although some already hold
+        KV (a prefix-cache hit, earlier chunks): their caches are merged and the new tokens
+        right-padded. Plain KV layers only: a rotating window or a quantised cache has no
+        right padding of its own."""
+        return all(all(type(c).__name__ == "KVCache" for c in (r.cache or make_prompt_cache(self.model)))
+                   for r in reqs)
+
     def prefill_group(self, reqs: list[Request]) -> tuple[list[Any], BatchSample]:
-        """Whole prompts of several fresh requests in one forward pass, left-padded."""
+        """The rest of several requests' prompts in one forward pass: fresh prompts left-padded,
+        or (some hold KV already) their caches merged and the new tokens right-padded; then
+        their first tokens."""
+        if any(r.cache is not None for r in reqs):
+            cache, logits = self._tails_logits(reqs)
+        else:
+            cache, logits = self._fresh_logits(reqs)
+        first = sample_batch(logits, [r.sampler for r in reqs], _first_masks(reqs, logits))
+        mx.async_eval(arrays_to_eval(first))
+        return cache, first
+
+    def _fresh_logits(self, reqs: list[Request]) -> tuple[list[Any], mx.array]:
         longest = max(r.prefill_len for r in reqs)
         pads = [longest - r.prefill_len for r in reqs]
         cache = [type(c).merge([c] + [make_prompt_cache(self.model)[i] for _ in reqs[1:]])
@@ -86,9 +105,25 @@ class ModelRunner:
         logits = self._last_logits(tokens, cache)
         for c in cache:
             c.finalize()
-        first = sample_batch(logits, [r.sampler for r in reqs], _first_masks(reqs, logits))
-        mx.async_eval(arrays_to_eval(first))
-        return cache, first
+        return cache, logits
+
+    def _tails_logits(self, reqs: list[Request]) -> tuple[list[Any], mx.array]:
+        """Merging aligns the caches' ends (left padding); the tails but their last tokens are
+        right-padded to one length, filled, and rolled so every row ends at the same column
+        (mlx-lm's BatchKVCache ``prepare(right_padding=...)`` / ``finalize``); then one pass of
+        the last tokens gives each row's logits."""
+        caches = [r.cache if r.cache is not None else make_prompt_cache(self.model) for r in reqs]
+        cache = [type(layers[0]).merge(list(layers)) for layers in zip(*caches)]
+        tails = [r.prefill_tokens[r.num_prefilled:] for r in reqs]
+        longest = max(len(t) for t in tails) - 1
+        if longest > 0:
+            pads = [longest - len(t) + 1 for t in tails]
+            for c in cache:
+                c.prepare(right_padding=pads)
+            self._fill(mx.array([t[:-1] + [0] * pad for t, pad in zip(tails, pads)]), cache, wait=False)
+            for c in cache:
+                c.finalize()
+        return cache, self.model(mx.array([t[-1:] for t in tails]), cache=cache)[:, -1, :]
 
     def _embeddings(self, req: Request, start: int, n: int) -> mx.array:
         """(1, n, hidden) input embeddings of the chunk, encoding the images it still needs."""

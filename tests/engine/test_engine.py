@@ -13,6 +13,7 @@ from mlx_lm.models.cache import make_prompt_cache
 
 from mlxctl.engine.engine import Engine, EngineConfig
 from mlxctl.engine.events import FinishReason, TokenEvent
+from mlxctl.engine.prefix_config import PrefixConfig
 from mlxctl.engine.sampling import SamplingParams
 from mlxctl.engine.scheduler import SchedulerConfig
 from mlxctl.errors import BadInputError, EngineError
@@ -55,6 +56,56 @@ def test_eight_concurrent_requests_produce_what_each_produces_alone(engine):
     streams = [engine.submit(p, GREEDY) for p in PROMPTS]
     together = [s.collect().token_ids for s in streams]
     assert together == alone
+
+
+SHARED = [(i * 7) % 50 + 3 for i in range(130)]  # over two prefix-cache blocks (64 tokens each)
+
+
+def _grouped_while_busy(engine, prompts):
+    """Submit ``prompts`` while another request decodes (so they queue up for one step); the
+    token ids, and per prefill_group call the prompt tokens each member already held."""
+    calls = []
+    real = engine.runner.prefill_group
+    engine.runner.prefill_group = lambda reqs: calls.append([r.num_prefilled for r in reqs]) or real(reqs)
+    try:
+        busy = engine.submit([1, 2], SamplingParams(temperature=0.0, max_tokens=400))
+        next(iter(busy))
+        streams = [engine.submit(p, GREEDY) for p in prompts]
+        got = [s.collect().token_ids for s in streams]
+        busy.abort()
+    finally:
+        engine.runner.prefill_group = real
+    return got, calls
+
+
+def test_prompts_ending_after_prefix_cache_hits_are_prefilled_as_one_batch():
+    """Tails of different lengths after hits of different lengths (and a fresh prompt among
+    them): one padded pass, the same tokens as each prompt alone without any cache."""
+    prompts = [SHARED + [5], SHARED + [9] * 20, SHARED[:70] + [11, 12, 13], SHARED + list(range(3, 40)), [4, 5, 6]]
+    loaded = tiny_loaded()
+    uncached = Engine(lambda: loaded, EngineConfig(prefix=PrefixConfig(enabled=False))).start()
+    try:
+        expected = [uncached.submit(p, GREEDY).collect().token_ids for p in prompts]
+    finally:
+        uncached.shutdown()
+    cached = Engine(lambda: loaded).start()
+    try:
+        cached.submit(SHARED + [1, 1], GREEDY).collect()  # leaves SHARED's blocks in the prefix cache
+        got, calls = _grouped_while_busy(cached, prompts)
+    finally:
+        cached.shutdown()
+    assert got == expected
+    hits = [held for call in calls for held in call if held]
+    assert any(len(call) >= 2 and any(call) for call in calls), calls
+    assert len(hits) >= 3, calls
+
+
+def test_a_long_prompt_end_is_not_padded_onto_many_short_ones(engine):
+    engine.submit(SHARED + [1, 1], GREEDY).collect()
+    prompts = [SHARED + [5], SHARED + [6], SHARED + [7], list(range(3, 63)) * 5]  # three 1-token tails, one of 300
+    got, calls = _grouped_while_busy(engine, prompts)
+    assert [len(call) for call in calls] == [3], calls  # the 300-token prompt went alone
+    assert got[3] == engine.submit(prompts[3], GREEDY).collect().token_ids
 
 
 def test_requests_join_and_leave_at_any_step(engine):
