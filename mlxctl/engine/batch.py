@@ -4,6 +4,12 @@ Caches are mlx-lm's own classes, combined through their public ``merge`` / ``ext
 ``filter`` / ``extract`` methods. A lone request keeps its plain per-request cache (no
 padding, no mask: as fast as mlx-lm's own loop); a second request turns the batch into
 mlx-lm's batched caches; the batch returns to plain caches when one row is left.
+
+The rows' left padding in the batched caches is mirrored on the host (``left``): mlx-lm's
+``BatchKVCache.filter`` and ``extract`` read it back from the device, and that read waits for
+everything queued before it, the next decode step included, so each step where a row left
+or finished lost the overlap of the host's work with the device's. Plain batched KV layers
+are filtered and extracted here from the mirror; other layer types keep their own methods.
 """
 
 from __future__ import annotations
@@ -11,6 +17,7 @@ from __future__ import annotations
 from typing import Any
 
 import mlx.core as mx
+from mlx_lm.models.cache import BatchKVCache, KVCache
 
 from mlxctl.engine.request import Request
 
@@ -21,6 +28,7 @@ class DecodeBatch:
         self.caches: list[Any] | None = None
         self.tokens: mx.array | None = None  # (B,) next inputs: sampled, not yet emitted
         self.samples: list[Any] = []  # per row: logprob data for the pending token, or None
+        self.left: list[int] | None = None  # per row: the batched caches' left padding (host mirror)
         self._batched = False
 
     @property
@@ -32,24 +40,33 @@ class DecodeBatch:
         return len(self.requests)
 
     def join(self, reqs: list[Request], cache: list[Any], tokens: mx.array, samples: list[Any],
-             batched: bool = False) -> None:
+             batched: bool = False, left: list[int] | None = None) -> None:
         """Add requests whose prompts are done, with their first sampled (lazy) tokens.
 
-        ``cache`` is one request's plain per-layer cache, or (``batched``) a group's batched one."""
+        ``cache`` is one request's plain per-layer cache, or (``batched``) a group's batched one
+        whose rows have ``left`` padding (read from the device when not given)."""
+        if batched and left is None:
+            left = read_left(cache)
         if not self.requests:
             self.caches, self.tokens, self._batched = cache, tokens.reshape(-1), batched
+            self.left = list(left) if batched else None
         else:
-            self.caches = self._merged(cache, batched)
+            self.caches = self._merged(cache, batched, left)
             self.tokens = mx.concatenate([self.tokens, tokens.reshape(-1)])
         self.requests.extend(reqs)
         self.samples.extend(samples)
 
-    def _merged(self, cache: list[Any], batched: bool) -> list[Any]:
+    def _merged(self, cache: list[Any], batched: bool, left: list[int] | None) -> list[Any]:
         if not self._batched and not batched:
-            self._batched = True
+            ours, theirs = _size(self.caches), _size(cache)
+            self._batched, self.left = True, [max(ours, theirs) - ours, max(ours, theirs) - theirs]
             return [type(mine).merge([mine, new]) for mine, new in zip(self.caches, cache)]
         mine = self.caches if self._batched else [type(c).merge([c]) for c in self.caches]
         new = cache if batched else [type(c).merge([c]) for c in cache]
+        ours, theirs = _end(mine), _end(new)
+        top = max(ours, theirs)
+        self.left = [p + top - ours for p in (self.left if self._batched else [0])] + \
+            [p + top - theirs for p in (left if batched else [0])]
         for m, n in zip(mine, new):
             m.extend(n)
         self._batched = True
@@ -69,11 +86,21 @@ class DecodeBatch:
             self._filter(rows)
 
     def _filter(self, rows: list[int]) -> None:
+        left = [self.left[i] for i in rows]
+        shift, index = min(left), mx.array(rows)
         for c in self.caches:
-            c.filter(mx.array(rows))
+            if type(c) is BatchKVCache:
+                _filter_kv(c, index, shift)
+            else:
+                c.filter(index)
+        self.left = [p - shift for p in left]
         if len(rows) == 1:
-            self.caches = [c.extract(0) for c in self.caches]
-            self._batched = False
+            self.caches = self.extract(0)
+            self._batched, self.left = False, None
+
+    def extract(self, row: int) -> list[Any]:
+        """Row ``row``'s KV as plain per-layer caches (the caches themselves when not batched)."""
+        return extract_row(self.caches, row, self.left) if self._batched else self.caches
 
     def advance(self, tokens: mx.array, samples: list[Any]) -> tuple[list[Request], mx.array, list[Any]]:
         """Install the next step's tokens; return the rows' pending (now previous) tokens."""
@@ -85,3 +112,48 @@ class DecodeBatch:
         if not self.caches:
             return 0
         return sum(c.nbytes for c in self.caches)
+
+
+def read_left(cache: list[Any]) -> list[int] | None:
+    """The rows' left padding of batched caches, read from the device (waits for the queue)."""
+    for c in cache:
+        if type(c) is BatchKVCache:
+            return c.left_padding.tolist()
+    return None
+
+
+def extract_row(cache: list[Any], row: int, left: list[int] | None) -> list[Any]:
+    """One row of batched per-layer caches as plain ones; plain batched KV layers cut at the
+    row's host-known ``left`` padding (mlx-lm's ``extract`` reads it from the device)."""
+    return [_extract_kv(c, row, left[row]) if left is not None and type(c) is BatchKVCache else c.extract(row)
+            for c in cache]
+
+
+def _extract_kv(c: BatchKVCache, row: int, pad: int) -> KVCache:
+    out = KVCache()
+    out.keys = mx.contiguous(c.keys[row : row + 1, :, pad : c._idx])
+    out.values = mx.contiguous(c.values[row : row + 1, :, pad : c._idx])
+    out.offset = c._idx - pad
+    return out
+
+
+def _filter_kv(c: BatchKVCache, index: mx.array, shift: int) -> None:
+    """``BatchKVCache.filter`` with the kept rows' smallest left padding known on the host."""
+    if c.keys is not None:
+        c.keys, c.values = c.keys[index], c.values[index]
+    c.offset, c.left_padding = c.offset[index], c.left_padding[index]
+    if shift > 0:
+        if c.keys is not None:
+            c.keys, c.values = c.keys[..., shift:, :], c.values[..., shift:, :]
+        c._idx -= shift
+        c.left_padding = c.left_padding - shift
+
+
+def _size(cache: list[Any]) -> int:
+    """Tokens a request's plain caches hold (what ``BatchKVCache.merge`` aligns by)."""
+    return next((c.size() for c in cache if type(c) is KVCache), 0)
+
+
+def _end(cache: list[Any]) -> int:
+    """The write position of batched caches (what ``BatchKVCache.extend`` aligns by)."""
+    return next((c._idx for c in cache if type(c) is BatchKVCache), 0)

@@ -341,7 +341,7 @@ class Engine:
             self.scheduler.start_running(req)
             req.cache = None
         first = joiner.first
-        self.batch.join(joiner.requests, joiner.cache, first.tokens, list(first.per_row), joiner.batched)
+        self.batch.join(joiner.requests, joiner.cache, first.tokens, list(first.per_row), joiner.batched, joiner.left)
 
     def _decode(self) -> tuple[Any, list[Any]]:
         nxt = self.runner.decode(self.batch)
@@ -383,8 +383,7 @@ class Engine:
         """Keep prompt + answer: the next turn of a conversation starts with both. The step
         queued this round fed the last token in, so the batch's KV covers all of them."""
         if self.prefix.enabled:
-            cache = [c.extract(row) for c in self.batch.caches] if self.batch.batched else self.batch.caches
-            self.prefix.remember_answer(req, cache)
+            self.prefix.remember_answer(req, self.batch.extract(row))
 
     def _finish(self, req: Request, reason: FinishReason, error: BaseException | None = None) -> None:
         req.finished_at = time.perf_counter()

@@ -12,6 +12,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from mlxctl.engine.batch import extract_row
 from mlxctl.engine.request import Request
 from mlxctl.errors import MlxctlError
 
@@ -26,6 +27,7 @@ class Joiner:
     cache: list[Any]  # one request's plain cache, or a group's batched cache
     first: Any  # BatchSample: their first tokens
     batched: bool = False
+    left: list[int] | None = None  # a batched cache's left padding per row
 
 
 class PromptWork:
@@ -85,11 +87,11 @@ class PromptWork:
         now = time.perf_counter()
         for req in reqs:
             req.prefill_start = req.prefill_start or now
-        cache, first = self.runner.prefill_group(reqs)  # a failure fails the step: recovered, retried
+        cache, first, left = self.runner.prefill_group(reqs)  # a failure fails the step: recovered, retried
         for req in reqs:
             req.num_prefilled = req.prefill_len
             req.first_sampled = req.first_sampled or time.perf_counter()
-        return Joiner(reqs, cache, first, batched=True)
+        return Joiner(reqs, cache, first, batched=True, left=left)
 
     def _alone(self, req: Request, n: int) -> Joiner | None:
         if req.prefill_start is None:
@@ -124,7 +126,7 @@ class PromptWork:
         if not self.prefix.enabled or self.prefix.checkpoints:  # (checkpoints were taken while prefilling)
             return
         for row, req in enumerate(joiner.requests):
-            cache = [c.extract(row) for c in joiner.cache] if joiner.batched else joiner.cache
+            cache = extract_row(joiner.cache, row, joiner.left) if joiner.batched else joiner.cache
             self._held.append((req, cache))
 
     def remember_held(self) -> None:

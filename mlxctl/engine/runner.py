@@ -82,19 +82,19 @@ class ModelRunner:
         return all(all(type(c).__name__ == "KVCache" for c in (r.cache or make_prompt_cache(self.model)))
                    for r in reqs)
 
-    def prefill_group(self, reqs: list[Request]) -> tuple[list[Any], BatchSample]:
+    def prefill_group(self, reqs: list[Request]) -> tuple[list[Any], BatchSample, list[int]]:
         """The rest of several requests' prompts in one forward pass: fresh prompts left-padded,
         or (some hold KV already) their caches merged and the new tokens right-padded; then
-        their first tokens."""
+        their first tokens. Returns the batched cache, those tokens and the rows' left padding."""
         if any(r.cache is not None for r in reqs):
-            cache, logits = self._tails_logits(reqs)
+            cache, logits, left = self._tails_logits(reqs)
         else:
-            cache, logits = self._fresh_logits(reqs)
+            cache, logits, left = self._fresh_logits(reqs)
         first = sample_batch(logits, [r.sampler for r in reqs], _first_masks(reqs, logits))
         mx.async_eval(arrays_to_eval(first))
-        return cache, first
+        return cache, first, left
 
-    def _fresh_logits(self, reqs: list[Request]) -> tuple[list[Any], mx.array]:
+    def _fresh_logits(self, reqs: list[Request]) -> tuple[list[Any], mx.array, list[int]]:
         longest = max(r.prefill_len for r in reqs)
         pads = [longest - r.prefill_len for r in reqs]
         cache = [type(c).merge([c] + [make_prompt_cache(self.model)[i] for _ in reqs[1:]])
@@ -105,9 +105,9 @@ class ModelRunner:
         logits = self._last_logits(tokens, cache)
         for c in cache:
             c.finalize()
-        return cache, logits
+        return cache, logits, pads
 
-    def _tails_logits(self, reqs: list[Request]) -> tuple[list[Any], mx.array]:
+    def _tails_logits(self, reqs: list[Request]) -> tuple[list[Any], mx.array, list[int]]:
         """Merging aligns the caches' ends (left padding); the tails but their last tokens are
         right-padded to one length, filled, and rolled so every row ends at the same column
         (mlx-lm's BatchKVCache ``prepare(right_padding=...)`` / ``finalize``); then one pass of
@@ -115,15 +115,17 @@ class ModelRunner:
         caches = [r.cache if r.cache is not None else make_prompt_cache(self.model) for r in reqs]
         cache = [type(layers[0]).merge(list(layers)) for layers in zip(*caches)]
         tails = [r.prefill_tokens[r.num_prefilled:] for r in reqs]
+        left = [max(r.num_prefilled for r in reqs) - r.num_prefilled for r in reqs]  # merge aligns the ends
         longest = max(len(t) for t in tails) - 1
         if longest > 0:
             pads = [longest - len(t) + 1 for t in tails]
+            left = [a + b for a, b in zip(left, pads)]  # finalize rolls the right padding to the left
             for c in cache:
                 c.prepare(right_padding=pads)
             self._fill(mx.array([t[:-1] + [0] * pad for t, pad in zip(tails, pads)]), cache, wait=False)
             for c in cache:
                 c.finalize()
-        return cache, self.model(mx.array([t[-1:] for t in tails]), cache=cache)[:, -1, :]
+        return cache, self.model(mx.array([t[-1:] for t in tails]), cache=cache)[:, -1, :], left
 
     def _embeddings(self, req: Request, start: int, n: int) -> mx.array:
         """(1, n, hidden) input embeddings of the chunk, encoding the images it still needs."""

@@ -1,0 +1,81 @@
+"""The decode batch's host mirror of its rows' left padding (engine/batch.py) against what the
+device holds, through joins of single prompts and groups (fresh and after prefix-cache hits),
+rows leaving at different steps, and the return to plain caches; and the output it gives."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from mlxctl.engine.batch import read_left
+from mlxctl.engine.engine import Engine, EngineConfig
+from mlxctl.engine.prefix_config import PrefixConfig
+from mlxctl.engine.sampling import SamplingParams
+from mlxctl.engine.scheduler import SchedulerConfig
+from mlxctl.engine.streams import gather_events
+from tests.engine.tiny import tiny_loaded
+
+SHARED = [(i * 5) % 50 + 3 for i in range(70)]
+
+
+def workload(seed: int) -> list[tuple[list[int], int]]:
+    """Prompts of many lengths, some sharing a prefix-cache block, and answers of many lengths."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(24):
+        body = [rng.randrange(3, 60) for _ in range(rng.choice((1, 3, 9, 30, 80)))]
+        out.append(((SHARED if i % 3 == 0 else []) + body, rng.randrange(1, 14)))
+    return out
+
+
+@pytest.fixture(scope="module")
+def loaded():
+    return tiny_loaded()
+
+
+def checked_engine(loaded, prefix: bool, seen: list) -> Engine:
+    """An engine whose every step ends with the mirror compared to the device's padding."""
+    cfg = EngineConfig(SchedulerConfig(max_num_seqs=12, max_prefilling=6, prefill_chunk=64),
+                       PrefixConfig(enabled=prefix))
+    engine = Engine(lambda: loaded, cfg).start()
+    step = engine.step
+
+    def step_and_check():
+        step()
+        batch = engine.batch
+        if batch.batched:
+            seen.append((batch.left, read_left(batch.caches), len(batch)))
+    engine.step = step_and_check
+    return engine
+
+
+def run(engine: Engine, work, stagger: bool) -> list[tuple[int, ...]]:
+    streams, early = [], {}
+    for i, (prompt, n) in enumerate(work):
+        streams.append(engine.submit(prompt, SamplingParams(temperature=0.0, max_tokens=n, ignore_eos=True)))
+        if stagger and i % 4 == 3:  # let some decode before the next ones join
+            early[i] = next(iter(streams[-1]))
+    events = [([early[i]] if i in early else []) + list(s) for i, s in enumerate(streams)]
+    return [gather_events(e).token_ids for e in events]
+
+
+@pytest.mark.parametrize("prefix", [False, True])
+def test_the_mirror_matches_the_device_and_rows_answer_as_alone(loaded, prefix):
+    work = workload(1)
+    seen: list = []
+    engine = checked_engine(loaded, prefix, seen)
+    try:
+        alone = [engine.submit(p, SamplingParams(temperature=0.0, max_tokens=n, ignore_eos=True)).collect().token_ids
+                 for p, n in work]
+        together = run(engine, work, stagger=True)
+        again = run(engine, workload(2), stagger=False)
+    finally:
+        engine.shutdown()
+    assert together == alone
+    assert len(again) == 24
+    assert len(seen) > 20 and any(n > 4 for _, _, n in seen)
+    assert any(max(mirror) > 0 for mirror, _, _ in seen)  # padded rows were exercised
+    for mirror, device, n in seen:
+        assert mirror == device and len(mirror) == n
+
