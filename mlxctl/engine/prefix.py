@@ -62,6 +62,17 @@ class KVBlockPayload:
         return tuple(mx.dequantize(*part, group_size=self.group_size, bits=self.bits).astype(self.dtype)
                      for part in (keys, values))
 
+    def head(self, n: int) -> "KVBlockPayload":
+        """The first ``n`` tokens' keys and values (a partial hit: exact, attention being
+        causal; quantised groups run along the head dimension, so they cut along tokens too)."""
+        if self.stacked is not None:
+            return KVBlockPayload(None, dtype=self.dtype, stacked=tuple(a[..., :n, :] for a in self.stacked))
+
+        def cut(part):
+            return tuple(a[..., :n, :] for a in part) if isinstance(part, tuple) else part[..., :n, :]
+
+        return KVBlockPayload([(cut(k), cut(v)) for k, v in self.layers], self.bits, self.group_size, self.dtype)
+
     def to_arrays(self) -> dict[str, mx.array]:
         """Flat names for a safetensors file (the disk tier)."""
         if self.stacked is not None:
@@ -170,6 +181,7 @@ class PrefixReuse:
                 if req.stream is not None:  # what a stream's first events know (Anthropic's message_start)
                     req.stream.cached_tokens = hit.num_tokens
             req.cache, req.num_prefilled = self._cache_from(hit), hit.num_tokens
+        req.num_reused = req.num_prefilled
         req.checkpoint_at = cut_points(req.prefill_tokens, req.num_prefilled, self.turn_ends) if self.checkpoints else []
 
     def remember_prompt(self, req: Request, cache: list[Any]) -> None:
@@ -187,12 +199,15 @@ class PrefixReuse:
             self.remember_tokens(tokens, cache, req.cache_salt)
 
     def remember_tokens(self, tokens: list[int], cache: list[Any], salt: str = "") -> None:
-        """Keep the full blocks of ``tokens`` whose KV ``cache`` (plain, per layer) holds;
-        ``salt`` keys what the tokens do not show (media, tenant; see ``kv/media.py``)."""
-        if self.enabled and not self.checkpoints and len(tokens) >= self.cache.block_size:
+        """Keep the blocks of ``tokens`` whose KV ``cache`` (plain, per layer) holds, the last
+        partial one too (a later prompt that repeats them all, or shares part of a block, is
+        served from it: ``PrefixCache.lookup``); ``salt`` keys what the tokens do not show
+        (media, tenant; see ``kv/media.py``)."""
+        if self.enabled and not self.checkpoints and len(tokens) >= self.cache.min_partial:
             fp = self.cache.fingerprint + ("|" + salt if salt else "")
-            memo = {"limit": len(tokens) // self.cache.block_size * self.cache.block_size}
-            self.cache.insert(tokens, lambda start, end: self._payload(cache, start, end, memo), fingerprint=fp)
+            memo = {"limit": len(tokens)}
+            self.cache.insert(tokens, lambda start, end: self._payload(cache, start, end, memo), fingerprint=fp,
+                              tail=True)
 
     def checkpoint(self, tokens: list[int], cache: list[Any], salt: str = "") -> None:
         """Keep the state ``cache`` holds after ``tokens`` (a model served from checkpoints):
@@ -246,6 +261,8 @@ class PrefixReuse:
         (and a checkpoint's tail), the others restored from the checkpoint."""
         cache = make_prompt_cache(self.model)
         payloads = [b.payload for b in hit.blocks]
+        if hit.partial is not None:
+            payloads.append(hit.partial.payload.head(hit.partial_tokens))
         if hit.checkpoint is not None:
             payloads += [hit.checkpoint.payload.tail] if hit.checkpoint.payload.tail is not None else []
             for i, state in zip(self.layout.whole, hit.checkpoint.payload.states):

@@ -28,6 +28,7 @@ class Request:
     max_new_tokens: int  # max_tokens capped by the context left after the prompt
     status: RequestStatus = RequestStatus.WAITING
     num_prefilled: int = 0
+    num_reused: int = 0  # of those, how many this attempt took from the prefix cache (not yet run itself)
     num_generated: int = 0
     cache: list[Any] | None = None  # per-layer KV cache while prefilling alone
     sampler: Any = None  # TokenSampler, made on the engine thread

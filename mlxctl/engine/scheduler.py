@@ -132,7 +132,8 @@ def plan_prefill(prefilling: list[Request], budget: int) -> list[tuple[Request, 
     longest goes first: whole if it fits, else an equal share (so a long prompt always goes
     on). The rest goes shortest prompt first, each whole if it fits in what is left. Only a
     prompt too long to go whole in any step (more than a step leaves beside a long oldest one's
-    share) or one already started takes a piece of what is left: one that could go whole waits
+    share) or one already started (by a chunk of its own; not by a prefix-cache hit) takes a
+    piece of what is left: one that could go whole waits
     for the next step rather than being split, so a burst of prompts runs
     as whole prompts prefilled together, none cut into passes of its own. A short prompt that
     arrives while a long one prefills is done in a step instead of waiting for all the long
@@ -147,7 +148,8 @@ def plan_prefill(prefilling: list[Request], budget: int) -> list[tuple[Request, 
     room = budget if oldest.prompt_left <= budget else left  # the most a step leaves the others
     for req in sorted(prefilling, key=lambda r: r.prompt_left):  # stable: arrival order among equals
         need = req.prompt_left - shares[id(req)]
-        splittable = req.prompt_left > room or req.num_prefilled > 0 or shares[id(req)] > 0
+        started = req.num_prefilled > req.num_reused  # a prefix-cache hit alone has not started it
+        splittable = req.prompt_left > room or started or shares[id(req)] > 0
         n = need if need <= left else (left if splittable else 0)
         shares[id(req)] += n
         left -= n

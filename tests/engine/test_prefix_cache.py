@@ -94,15 +94,42 @@ def test_hit_after_insert_counts_full_blocks_only():
     hit = cache.lookup(tokens)
     assert hit.num_tokens == 8 and hit.blocks == tuple(inserted)
     assert [b.ref_count for b in hit.blocks] == [1, 1]
-    assert cache.lookup(tokens[:7]).num_tokens == 4  # never a partial block
-    assert cache.stats()["queries"] == 3 and cache.stats()["hits"] == 2 and cache.stats()["hit_tokens"] == 12
+    partial = cache.lookup(tokens[:7])  # the first block, then 3 tokens of the second
+    assert partial.num_tokens == 7 and partial.partial is inserted[1] and partial.partial_tokens == 3
+    assert partial.held == (inserted[0], inserted[1]) and inserted[1].ref_count == 2
+    stats = cache.stats()
+    assert stats["queries"] == 3 and stats["hits"] == 2 and stats["hit_tokens"] == 15
+    assert stats["partial_hits"] == 1
+
+
+def test_a_partial_hit_takes_at_least_a_quarter_block_of_the_same_fingerprint():
+    cache = PrefixCache(block_size=8)
+    put(cache, list(range(16)))
+    cache.insert([100] * 8, maker([100] * 8, "tenant-b"), fingerprint="tenant-b")
+    assert cache.min_partial == 2
+    assert cache.lookup([0]).num_tokens == 0 and cache.lookup([0, 1]).num_tokens == 2
+    assert cache.lookup(list(range(8)) + [8, 9, 99]).num_tokens == 10
+    assert cache.lookup(list(range(8)) + [8]).num_tokens == 8  # one token of the next block: below the minimum
+    assert cache.lookup([100, 100, 100]).num_tokens == 0  # another fingerprint's root block never serves
+    assert cache.lookup([100, 100, 100], fingerprint="tenant-b").num_tokens == 3
+
+
+def test_the_last_partial_block_is_kept_with_tail_and_serves_a_repeat():
+    cache = PrefixCache(block_size=8)
+    tokens = list(range(13))
+    chain = cache.insert(tokens, lambda a, b: Payload(b - a, "", tuple(tokens[a:b])), tail=True)
+    assert [len(b.tokens) for b in chain] == [8, 5]
+    assert cache.lookup(tokens[:12]).num_tokens == 12 and cache.lookup(tokens).num_tokens == 13
+    short = cache.insert([50] * 9, lambda a, b: Payload(b - a, "", ()), tail=True)
+    assert [len(b.tokens) for b in short] == [8]  # a 1-token tail is under the quarter-block minimum
 
 
 def test_lookup_of_a_diverging_prompt_stops_at_the_divergence():
     cache = PrefixCache(block_size=2)
     put(cache, [1, 2, 3, 4, 5, 6])
-    hit = cache.lookup([1, 2, 3, 9, 5, 6])
-    assert hit.num_tokens == 2 and hit.blocks[0].tokens == (1, 2)
+    hit = cache.lookup([1, 2, 3, 9, 5, 6])  # (3, 4) shares its first token: a partial hit of 1
+    assert hit.num_tokens == 3 and hit.blocks[0].tokens == (1, 2) and hit.partial.tokens == (3, 4)
+    assert cache.lookup([1, 2, 9, 9, 5, 6]).num_tokens == 2
 
 
 def test_shared_prefix_between_two_requests_shares_blocks():
@@ -241,6 +268,11 @@ def test_stats_has_the_documented_keys():
 
 # -- property-based: random lookup / release / insert / clear / resize sequences ----------
 
+
+def shared(a, b) -> int:
+    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+
+
 # a tiny alphabet and short prompts, so that prompts share prefixes (and whole blocks) often
 prompts = st.lists(st.integers(0, 2), max_size=12)
 fingerprints = st.sampled_from(["", "other-model"])
@@ -265,38 +297,51 @@ class PrefixCacheMachine(RuleBasedStateMachine):
         self.removed_ids |= {b.block_id for b in blocks}
         self.counts["removed_bytes"] += sum(b.nbytes for b in blocks)
 
-    def check_chain(self, blocks, tokens, fingerprint):
+    def check_chain(self, blocks, tokens, fingerprint, tail=False):
         parent = None
         for i, block in enumerate(blocks):
             span = tuple(tokens[i * self.bs : (i + 1) * self.bs])
-            assert len(span) == self.bs and block.tokens == span == block.payload.tokens
+            last_partial = tail and i == len(blocks) - 1 and len(span) < self.bs
+            assert (len(span) == self.bs or last_partial) and block.tokens == span == block.payload.tokens
+            assert len(span) >= self.cache.min_partial
             assert block.payload.fingerprint == fingerprint and block.parent == parent
             assert block.hash in self.cache and block.block_id not in self.removed_ids
             parent = block.hash
 
-    @rule(tokens=prompts, fingerprint=fingerprints, size=st.integers(1, 10))
-    def insert(self, tokens, fingerprint, size):
+    @rule(tokens=prompts, fingerprint=fingerprints, size=st.integers(1, 10), tail=st.booleans())
+    def insert(self, tokens, fingerprint, size, tail):
         def payload_for(start, end):
-            assert end - start == self.bs and start % self.bs == 0
+            whole = end - start == self.bs
+            assert start % self.bs == 0 and (whole or (tail and end == len(tokens)))
             self.counts["created"] += 1
             self.counts["created_bytes"] += size
             return Payload(size, fingerprint, tuple(tokens[start:end]))
 
-        chain = self.cache.insert(tokens, payload_for, fingerprint=fingerprint)
-        self.check_chain(chain, tokens, fingerprint)
+        chain = self.cache.insert(tokens, payload_for, fingerprint=fingerprint, tail=tail)
+        self.check_chain(chain, tokens, fingerprint, tail)
 
     @rule(tokens=prompts, fingerprint=fingerprints)
     def lookup(self, tokens, fingerprint):
         hit = self.cache.lookup(tokens, fingerprint=fingerprint)
         self.check_chain(hit.blocks, tokens, fingerprint)
-        assert hit.num_tokens == len(hit.blocks) * self.bs
         n = len(hit.blocks)
+        assert hit.num_tokens == n * self.bs + hit.partial_tokens
+        parent = hit.blocks[-1].hash if n else None
         if (n + 1) * self.bs <= len(tokens):  # the longest match: the next block is not cached
-            parent = hit.blocks[-1].hash if n else None
             assert chain_hash(parent, tokens[n * self.bs : (n + 1) * self.bs], fingerprint) not in self.cache
+        rest = tuple(tokens[n * self.bs : (n + 1) * self.bs])
+        shares = [shared(b.tokens, rest) for b in self.cache if not b.checkpoint and b.parent == parent
+                  and (parent is not None or b.scope == fingerprint)]
+        best = max(shares, default=0)  # the partial hit: the most any block under the chain shares
+        if best >= self.cache.min_partial:
+            p = hit.partial
+            assert hit.partial_tokens == best and p.parent == parent and p.tokens[:best] == rest[:best]
+            assert p.payload.fingerprint == fingerprint
+        else:
+            assert hit.partial is None and hit.partial_tokens == 0
         self.counts["queries"] += 1
-        if n:
-            self.outstanding.append(hit.blocks)
+        if hit.num_tokens:
+            self.outstanding.append(hit.held)
             self.counts["hits"] += 1
             self.counts["hit_tokens"] += hit.num_tokens
 

@@ -15,7 +15,7 @@ SYSTEM = list(range(1, 30))  # a shared "system prompt" of 29 tokens
 
 def engine_with(enabled: bool = True, **kw) -> Engine:
     loaded = tiny_loaded()
-    return Engine(lambda: loaded, EngineConfig(prefix=PrefixConfig(enabled=enabled, block_size=4, **kw))).start()
+    return Engine(lambda: loaded, EngineConfig(prefix=PrefixConfig(enabled=enabled, **{"block_size": 4, **kw}))).start()
 
 
 @pytest.fixture
@@ -39,7 +39,7 @@ def test_a_shared_prefix_with_a_new_suffix(pair):
     on.submit(SYSTEM + [40, 41], GREEDY).collect()
     turn2 = SYSTEM + [50, 51, 52, 53, 54, 55]
     got = on.submit(turn2, GREEDY).collect()
-    assert got.usage.cached_tokens == 28
+    assert got.usage.cached_tokens == 29  # 7 full blocks, then SYSTEM's last token from the first prompt's 8th
     assert got.token_ids == off.submit(turn2, GREEDY).collect().token_ids
 
 
@@ -51,7 +51,7 @@ def test_prompts_prefilled_together_are_remembered(pair):
     [s.collect() for s in streams]
     busy.abort()
     again = on.submit([61] + SYSTEM, GREEDY).collect()
-    assert again.usage.cached_tokens == 28
+    assert again.usage.cached_tokens == 29  # all but the last token: 7 full blocks and a partial one
 
 
 def test_stats_and_clear(pair):
@@ -61,7 +61,9 @@ def test_stats_and_clear(pair):
     stats = on.stats()["prefix_cache"]
     assert stats["enabled"] and stats["queries"] == 2 and stats["hits"] == 1 and stats["hit_tokens"] == 28
     assert stats["bytes"] > 0
-    assert on.clear_prefix_cache() == 9  # prompt and answer: 39 tokens, 9 full blocks
+    # the prompt's 29 tokens: 7 full blocks and a last partial one; prompt and answer, 39 tokens:
+    # 9 full blocks (the first 7 shared) and a last partial one
+    assert on.clear_prefix_cache() == 11
     assert on.stats()["prefix_cache"]["bytes"] == 0
     assert on.submit(SYSTEM, GREEDY).collect().usage.cached_tokens == 0
 
@@ -89,5 +91,27 @@ def test_the_next_turn_reuses_the_previous_answer_too(pair):
     first = on.submit(SYSTEM, GREEDY).collect()
     turn2 = SYSTEM + list(first.token_ids) + [7, 8, 9]
     got = on.submit(turn2, GREEDY).collect()
-    assert got.usage.cached_tokens == 36  # 29 prompt + 10 answer tokens: 9 full blocks
+    assert got.usage.cached_tokens == 39  # 29 prompt + 10 answer tokens: 9 full blocks and the last 3
     assert got.token_ids == off.submit(turn2, GREEDY).collect().token_ids
+
+
+def test_a_system_prompt_shorter_than_a_block_is_reused_from_part_of_a_block():
+    """Chat templates put a short system prompt before every user message: with 16-token
+    blocks its 10 tokens are served from part of the first prompt's first block, alone and for
+    prompts prefilled together, and the answers are those of an engine without the cache."""
+    on, off = engine_with(True, block_size=16), engine_with(False)
+    system = list(range(1, 11))
+    try:
+        on.submit(system + [40, 41, 42, 43, 44, 45, 46, 47], GREEDY).collect()
+        alone = system + [50, 51, 52]
+        got = on.submit(alone, GREEDY).collect()
+        assert got.usage.cached_tokens == 10
+        assert got.token_ids == off.submit(alone, GREEDY).collect().token_ids
+        together = [system + [60 + i] * (3 + i) for i in range(3)]
+        streams = [on.submit(p, GREEDY) for p in together]
+        done = [s.collect() for s in streams]
+        assert [d.usage.cached_tokens for d in done] == [10, 10, 10]
+        assert [d.token_ids for d in done] == [off.submit(p, GREEDY).collect().token_ids for p in together]
+        assert on.stats()["prefix_cache"]["partial_hits"] == 4
+    finally:
+        on.shutdown(), off.shutdown()

@@ -63,6 +63,9 @@ def test_plan_prefill_runs_as_many_whole_prompts_of_a_burst_as_fit():
     started = fake("started", 600)
     started.num_prefilled = 50  # already split once (its first piece when the budget was smaller)
     assert plan_prefill([*burst[:6], started], 2048) == [(r, 300) for r in burst[:6]] + [(started, 248)]
+    hit = fake("hit", 624)
+    hit.num_prefilled = hit.num_reused = 24  # a prefix-cache hit has not started it: it waits to go whole
+    assert plan_prefill([*burst[:6], hit], 2048) == [(r, 300) for r in burst[:6]]
     big = fake("big", 3000)  # too long for any step: it takes a share and what is left
     assert plan_prefill([big, *burst[:2]], 2048) == [(big, 1448), (burst[0], 300), (burst[1], 300)]
 

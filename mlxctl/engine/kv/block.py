@@ -65,6 +65,7 @@ class Block:
     payload: Any
     ref_count: int = 0  # lookups holding it and not yet released
     checkpoint: bool = False  # a whole-state checkpoint after ``tokens`` (a leaf), not a block of KV
+    scope: str = ""  # the fingerprint its hash is chained under (keeps root blocks' partial matches apart)
     nbytes: int = field(init=False)
 
     def __post_init__(self) -> None:
@@ -77,13 +78,16 @@ class PrefixHit:
     on each until it passes them to ``PrefixCache.release``."""
 
     blocks: tuple[Block, ...]
-    num_tokens: int  # len(blocks) * block_size, plus the checkpoint's tokens
+    num_tokens: int  # len(blocks) * block_size, plus the checkpoint's or the partial block's tokens
     checkpoint: Block | None = None  # the state after num_tokens (models restored from checkpoints)
+    partial: Block | None = None  # a block whose first ``partial_tokens`` tokens follow ``blocks``
+    partial_tokens: int = 0
 
     @property
     def held(self) -> tuple[Block, ...]:
         """Every block the caller holds a reference on, in release order."""
-        return self.blocks + ((self.checkpoint,) if self.checkpoint is not None else ())
+        extra = tuple(b for b in (self.checkpoint, self.partial) if b is not None)
+        return self.blocks + extra
 
     def __bool__(self) -> bool:
         return self.num_tokens > 0

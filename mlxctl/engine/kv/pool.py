@@ -1,6 +1,8 @@
 """The block pool under the prefix cache: cached blocks by hash, the LRU free list of
 unreferenced blocks, child counts (to find leaves), the checkpoints hanging off each block
-(see ``PrefixCache.insert_checkpoint``) and the byte total.
+(see ``PrefixCache.insert_checkpoint``), each parent's blocks sorted by their tokens (the
+longest common prefix with a prompt's next tokens: ``PrefixCache.lookup``'s partial hits) and
+the byte total.
 
 It keeps its own books straight and nothing else: hashing, budgets and policy live in
 ``PrefixCache``.
@@ -8,6 +10,7 @@ It keeps its own books straight and nothing else: hashing, budgets and policy li
 
 from __future__ import annotations
 
+import bisect
 from collections import Counter, OrderedDict
 from collections.abc import Iterator
 from typing import Any
@@ -21,6 +24,8 @@ class BlockPool:
         self._free: OrderedDict[bytes, Block] = OrderedDict()  # ref_count 0; LRU first
         self._children: Counter[bytes] = Counter()  # cached children per block hash
         self._checkpoints: dict[bytes | None, dict[bytes, Block]] = {}  # by parent hash
+        # blocks (not checkpoints) by parent, or by fingerprint at the root: (tokens, hash), sorted
+        self._kids: dict[bytes | str, list[tuple[tuple[int, ...], bytes]]] = {}
         self.num_checkpoints = 0  # kept as counts: stats() is read from other threads
         self.checkpoint_bytes = 0
         self._next_id = 0
@@ -51,10 +56,27 @@ class BlockPool:
     def checkpoints_of(self, parent: bytes | None) -> tuple[Block, ...]:
         return tuple(self._checkpoints.get(parent, {}).values())
 
+    def longest_shared(self, parent: bytes | None, scope: str, tokens: tuple[int, ...]) -> tuple[Block | None, int]:
+        """The block under ``parent`` (at the root: of fingerprint ``scope``) whose tokens share
+        the longest prefix with ``tokens``, and that length. In lexicographic order the longest
+        common prefix with ``tokens`` is found next to where ``tokens`` would be inserted."""
+        kids = self._kids.get(parent if parent is not None else scope)
+        if not kids or not tokens:
+            return None, 0
+        at = bisect.bisect_left(kids, (tokens,))
+        best, length = None, 0
+        for mine, h in kids[max(0, at - 1) : at + 1]:
+            n = _shared(mine, tokens)
+            if n > length:
+                best, length = self._blocks[h], n
+        return best, length
+
     def add(self, h: bytes, parent: bytes | None, tokens: tuple[int, ...], payload: Any,
-            checkpoint: bool = False) -> Block:
-        """A new unreferenced block (or checkpoint), at the most recent end of the free list."""
-        block = Block(self._next_id, h, parent, tokens, payload, checkpoint=checkpoint)
+            checkpoint: bool = False, scope: str = "") -> Block:
+        """A new unreferenced block (or checkpoint), at the most recent end of the free list;
+        ``scope``: the fingerprint its hash was chained under (what a root block's partial
+        matches are kept apart by)."""
+        block = Block(self._next_id, h, parent, tokens, payload, checkpoint=checkpoint, scope=scope)
         self._next_id += 1
         self._blocks[h] = self._free[h] = block
         if parent is not None:
@@ -63,6 +85,8 @@ class BlockPool:
             self._checkpoints.setdefault(parent, {})[h] = block
             self.num_checkpoints += 1
             self.checkpoint_bytes += block.nbytes
+        else:
+            bisect.insort(self._kids.setdefault(_kid_key(block), []), (tokens, h))
         self.bytes += block.nbytes
         return block
 
@@ -79,6 +103,11 @@ class BlockPool:
                 del self._checkpoints[block.parent]
             self.num_checkpoints -= 1
             self.checkpoint_bytes -= block.nbytes
+        else:
+            kids = self._kids[_kid_key(block)]
+            del kids[bisect.bisect_left(kids, (block.tokens, block.hash))]
+            if not kids:
+                del self._kids[_kid_key(block)]
         self.bytes -= block.nbytes
 
     def acquire(self, block: Block) -> None:
@@ -98,3 +127,17 @@ class BlockPool:
     def lru_free_leaf(self) -> Block | None:
         """The least recently used free block with no cached child."""
         return next((b for b in self._free.values() if not self._children[b.hash]), None)
+
+
+def _kid_key(block: Block) -> bytes | str:
+    return block.parent if block.parent is not None else block.scope
+
+
+def _shared(a: tuple[int, ...], b: tuple[int, ...]) -> int:
+    """How many leading tokens ``a`` and ``b`` share."""
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n

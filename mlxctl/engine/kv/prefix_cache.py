@@ -68,8 +68,8 @@ class PrefixCache:
         self._on_evict = on_evict  # e.g. the disk tier spilling a block before it goes
         self._lower = lower
         self._pool = BlockPool()
-        self._counts = Counter(queries=0, hits=0, hit_tokens=0, inserted_blocks=0, evictions=0, promoted_blocks=0,
-                               inserted_checkpoints=0)
+        self._counts = Counter(queries=0, hits=0, hit_tokens=0, partial_hits=0, inserted_blocks=0, evictions=0,
+                               promoted_blocks=0, inserted_checkpoints=0)
 
     @property
     def bytes(self) -> int:
@@ -104,18 +104,34 @@ class PrefixCache:
             "over_budget": self.bytes > self.max_bytes,
         }
 
+    @property
+    def min_partial(self) -> int:
+        """The fewest tokens a partial hit takes, and a prompt's last partial block holds:
+        a quarter block (at least 1). A shorter one would save a handful of tokens and send the
+        prompt through the merged-cache path of prompts that hold KV (engine.runner)."""
+        return max(1, self.block_size // 4)
+
     def lookup(self, tokens: Sequence[int], *, fingerprint: str | None = None) -> PrefixHit:
-        """The longest chain of full cached blocks matching a prefix of ``tokens``; the caller
-        holds a reference on each returned block until it releases them."""
+        """The longest chain of full cached blocks matching a prefix of ``tokens``, then, where
+        the next cached block shares at least ``min_partial`` of the tokens that follow (a
+        sibling prompt's block, or a prompt's last partial block), that block as a partial hit
+        of those tokens: its KV is exact for them, attention being causal. The caller holds a
+        reference on each returned block until it releases them (``hit.held``)."""
         blocks = tuple(self._walk(tokens, fingerprint))
-        for block in blocks:
+        depth = len(blocks) * self.block_size
+        rest = tuple(int(t) for t in tokens[depth : depth + self.block_size])
+        partial, shared = self._pool.longest_shared(blocks[-1].hash if blocks else None, self._fp(fingerprint), rest)
+        if shared < self.min_partial:
+            partial, shared = None, 0
+        hit = PrefixHit(blocks, depth + shared, partial=partial, partial_tokens=shared)
+        for block in hit.held:
             self._pool.acquire(block)
-        num_tokens = len(blocks) * self.block_size
         self._counts["queries"] += 1
-        if num_tokens:
+        if hit.num_tokens:
             self._counts["hits"] += 1
-            self._counts["hit_tokens"] += num_tokens
-        return PrefixHit(blocks, num_tokens)
+            self._counts["hit_tokens"] += hit.num_tokens
+            self._counts["partial_hits"] += partial is not None
+        return hit
 
     def lookup_checkpoint(self, tokens: Sequence[int], *, fingerprint: str | None = None) -> PrefixHit:
         """The deepest checkpoint whose tokens ``tokens`` start with, and the full blocks before
@@ -207,15 +223,19 @@ class PrefixCache:
         payload_for: Callable[[int, int], Any],
         *,
         fingerprint: str | None = None,
+        tail: bool = False,
     ) -> list[Block]:
-        """Cache every full block of ``tokens``; ``payload_for(start, end)`` makes the payload
-        of a block not cached yet. New blocks are unreferenced. Returns the chain's blocks
-        still cached after eviction: a prefix of the chain, shorter if the budget was short."""
+        """Cache every full block of ``tokens`` (and with ``tail`` the tokens after the last
+        full block, when there are at least ``min_partial``: a partial block, which only partial
+        hits use); ``payload_for(start, end)`` makes the payload of a block not cached yet. New
+        blocks are unreferenced. Returns the chain's blocks still cached after eviction: a prefix
+        of the chain, shorter if the budget was short."""
         chain: list[Block] = []
         parent = None
-        for start, chunk in self._chunks(tokens):
-            h = chain_hash(parent, chunk, self._fp(fingerprint))
-            block = self._pool.get(h) or self._add(h, parent, chunk, payload_for(start, start + len(chunk)))
+        fp = self._fp(fingerprint)
+        for start, chunk in self._chunks(tokens, tail):
+            h = chain_hash(parent, chunk, fp)
+            block = self._pool.get(h) or self._add(h, parent, chunk, payload_for(start, start + len(chunk)), fp)
             chain.append(block)
             parent = h
         for block in reversed(chain):
@@ -245,30 +265,39 @@ class PrefixCache:
         """Offer every cached block to the lower tier (at shutdown); returns how many."""
         if self._lower is None:
             return 0
-        blocks = list(self._pool)
+        blocks = [b for b in self._pool if self._spills(b)]
         for block in blocks:
             self._lower.store(block)
         return len(blocks)
 
+    def _spills(self, block: Block) -> bool:
+        """Whether the lower tier takes the block: not a prompt's last partial block, which
+        only memory's partial hits use (the lower tier serves whole blocks and checkpoints)."""
+        return block.checkpoint or len(block.tokens) == self.block_size
+
     def _fp(self, fingerprint: str | None) -> str:
         return self.fingerprint if fingerprint is None else fingerprint
 
-    def _chunks(self, tokens: Sequence[int]) -> Iterator[tuple[int, tuple[int, ...]]]:
+    def _chunks(self, tokens: Sequence[int], tail: bool = False) -> Iterator[tuple[int, tuple[int, ...]]]:
         bs = self.block_size
-        for start in range(0, len(tokens) - bs + 1, bs):
+        full = len(tokens) // bs * bs
+        for start in range(0, full, bs):
             yield start, tuple(int(t) for t in tokens[start : start + bs])
+        if tail and len(tokens) - full >= self.min_partial:
+            yield full, tuple(int(t) for t in tokens[full:])
 
     def _walk(self, tokens: Sequence[int], fingerprint: str | None) -> Iterator[Block]:
         parent = None
+        fp = self._fp(fingerprint)
         for _, chunk in self._chunks(tokens):
-            h = chain_hash(parent, chunk, self._fp(fingerprint))
-            block = self._pool.get(h) or self._promote(h, parent, chunk)
+            h = chain_hash(parent, chunk, fp)
+            block = self._pool.get(h) or self._promote(h, parent, chunk, fp)
             if block is None or block.tokens != chunk:
                 return
             yield block
             parent = block.hash
 
-    def _promote(self, h: bytes, parent: bytes | None, chunk: tuple[int, ...]) -> Block | None:
+    def _promote(self, h: bytes, parent: bytes | None, chunk: tuple[int, ...], fp: str) -> Block | None:
         """The block from the lower tier, back in memory; None when it is not there."""
         if self._lower is None:
             return None
@@ -276,18 +305,18 @@ class PrefixCache:
         if payload is None:
             return None
         self._counts["promoted_blocks"] += 1
-        return self._pool.add(h, parent, chunk, payload)
+        return self._pool.add(h, parent, chunk, payload, scope=fp)
 
-    def _add(self, h: bytes, parent: bytes | None, chunk: tuple[int, ...], payload: Any) -> Block:
+    def _add(self, h: bytes, parent: bytes | None, chunk: tuple[int, ...], payload: Any, fp: str) -> Block:
         self._counts["inserted_blocks"] += 1
-        return self._pool.add(h, parent, chunk, payload)
+        return self._pool.add(h, parent, chunk, payload, scope=fp)
 
     def _evict_to_budget(self) -> None:
         """Evict LRU free leaves until within budget or only referenced chains remain."""
         while self.bytes > self.max_bytes and (victim := self._pool.lru_free_leaf()) is not None:
             self._pool.remove(victim)
             self._counts["evictions"] += 1
-            if self._lower is not None:
+            if self._lower is not None and self._spills(victim):
                 self._lower.store(victim)
             if self._on_evict is not None:
                 self._on_evict(victim)
