@@ -5,10 +5,12 @@
 #   python -m mlx_lm convert --hf-path <store>/smollm2-135m --mlx-path /tmp/smol-f32 -d --dtype float32
 # Run with nothing else on the machine: bash scripts/cpu_serve_compare.sh [extra bench-serve args]
 # FLAGS= adds flags to mlxctl serve; VARIANT="--prefill-step-ms 0" adds a third server (mlxctl
-# serve with those flags) on :8182; CONC=8,16 picks the concurrency levels.
+# serve with those flags) on :8182; OLD=DIR runs that third server from another build (a
+# directory holding its `mlxctl` package, e.g. `git worktree add DIR REV`), with FLAGS;
+# CONC=8,16 picks the concurrency levels.
 set -uo pipefail
 MODEL=${MODEL:-/tmp/smol-f32}
-OUT=${OUT:-bench-results}; mkdir -p "$OUT"
+OUT=${OUT:-bench-results}; mkdir -p "$OUT"; OUT=$(realpath "$OUT")
 PY=${PYTHON:-python3}
 for lib in /usr/lib/x86_64-linux-gnu/libopenblas.so.0 /usr/lib/aarch64-linux-gnu/libopenblas.so.0; do
   [ -e "$lib" ] && export LD_PRELOAD="$lib" && break
@@ -17,7 +19,14 @@ $PY -m mlx_lm.server --model "$MODEL" --port 8181 2> "$OUT/cpu_mlx_lm_server.log
 # shellcheck disable=SC2086
 $PY -m mlxctl serve -m "$MODEL" --port 8180 --served-model-name smol-f32 ${FLAGS:-} 2> "$OUT/cpu_serve.log" &
 urls=(--url http://127.0.0.1:8181 -m "$MODEL" --url http://127.0.0.1:8180 -m smol-f32)
-if [ -n "${VARIANT:-}" ]; then
+if [ -n "${OLD:-}" ]; then
+  # shellcheck disable=SC2086
+  OLD=$(realpath "$OLD")
+  (cd "$OLD" && PYTHONPATH="$OLD" exec $PY -m mlxctl serve -m "$MODEL" --port 8182 \
+    --served-model-name smol-f32 ${FLAGS:-} 2> "$OUT/cpu_serve_old.log") &
+  urls+=(--url http://127.0.0.1:8182 -m smol-f32)
+  VARIANT=${VARIANT:-old}
+elif [ -n "${VARIANT:-}" ]; then
   # shellcheck disable=SC2086
   $PY -m mlxctl serve -m "$MODEL" --port 8182 --served-model-name smol-f32 $VARIANT 2> "$OUT/cpu_serve_variant.log" &
   urls+=(--url http://127.0.0.1:8182 -m smol-f32)

@@ -25,7 +25,7 @@ around the forward pass.
 from __future__ import annotations
 
 from contextlib import nullcontext
-from typing import Any, Callable, ContextManager
+from typing import Any, ContextManager
 
 import mlx.core as mx
 from mlx_lm.models.cache import make_prompt_cache
@@ -42,7 +42,6 @@ class ModelRunner:
         self.model = model
         self.vision = vision  # vision.adapter.VisionAdapter of a vision model, else None
         self._batchable: bool | None = None
-        self.split = split_head(model)  # (backbone, head) where checked exact, else None
 
     def prefill(self, req: Request, n: int) -> BatchSample | None:
         """Run the next ``n`` prompt tokens; when the prompt is done, sample the first token."""
@@ -117,8 +116,6 @@ class ModelRunner:
         cache = [type(layers[0]).merge(list(layers)) for layers in zip(*caches)]
         tails = [r.prefill_tokens[r.num_prefilled:] for r in reqs]
         left = [max(r.num_prefilled for r in reqs) - r.num_prefilled for r in reqs]  # merge aligns the ends
-        if self.split is not None:
-            return self._tails_one_pass(tails, cache, left)
         longest = max(len(t) for t in tails) - 1
         if longest > 0:
             pads = [longest - len(t) + 1 for t in tails]
@@ -129,22 +126,6 @@ class ModelRunner:
             for c in cache:
                 c.finalize()
         return cache, self.model(mx.array([t[-1:] for t in tails]), cache=cache)[:, -1, :], left
-
-    def _tails_one_pass(self, tails: list[list[int]], cache: list[Any], left: list[int]
-                        ) -> tuple[list[Any], mx.array, list[int]]:
-        """``_tails_logits`` in one pass (``split``): the whole tails right-padded, each row's
-        logits from its last real position (a real token never attends to the padding after
-        it), the output projection run for those positions only."""
-        backbone, head = self.split
-        longest = max(len(t) for t in tails)
-        pads = [longest - len(t) for t in tails]
-        for c in cache:
-            c.prepare(right_padding=pads)
-        hidden = backbone(mx.array([t + [0] * pad for t, pad in zip(tails, pads)]), cache)
-        for c in cache:
-            c.finalize()
-        last = hidden[mx.arange(len(tails)), mx.array([len(t) - 1 for t in tails])]
-        return cache, head(last), [a + b for a, b in zip(left, pads)]
 
     def _embeddings(self, req: Request, start: int, n: int) -> mx.array:
         """(1, n, hidden) input embeddings of the chunk, encoding the images it still needs."""
@@ -185,9 +166,6 @@ class ModelRunner:
         """Logits of the last position only (B, V), after filling the cache with the rest. A
         short chunk (the tail left after a prefix-cache hit, a short prompt) goes through in one
         pass: on a GPU a second pass costs more in kernel launches than the logits it skips."""
-        if embeds is None and self.split is not None:  # one pass, the output projection for the last position only
-            backbone, head = self.split
-            return head(backbone(tokens, cache)[:, -1, :])
         if tokens.shape[1] <= ONE_PASS_TOKENS:
             if embeds is None:
                 return self.model(tokens, cache=cache)[:, -1, :]
@@ -215,39 +193,6 @@ class ModelRunner:
 
 
 PADDABLE = {"KVCache", "RotatingKVCache"}  # cache layers that take left padding exactly
-
-
-def split_head(model: Any) -> tuple[Callable, Callable] | None:
-    """The model as (backbone, head): mlx-lm's ``Model.__call__`` is ``model.model`` (the
-    layers and the final norm) then the output projection (``lm_head``, or the tied embedding
-    as a linear layer). A prompt's last pass then projects only the positions whose logits are
-    read, in the same pass as the rest of the prompt, where running the prompt but its last token
-    and then that token alone cost one more pass of every layer (on a CPU, a decode step's time).
-    Used only where a probe through a throwaway cache gives the model's own logits to the bit; a
-    model whose ``__call__`` does more (soft-capping, scaling) or is built otherwise keeps the two
-    passes."""
-    inner = getattr(model, "model", None)
-    lm_head = getattr(model, "lm_head", None)
-    embed = getattr(inner, "embed_tokens", None)
-    if inner is None or not callable(inner):
-        return None
-
-    def backbone(tokens: mx.array, cache: list[Any]) -> mx.array:
-        return inner(tokens, cache=cache)
-
-    def head(hidden: mx.array) -> mx.array:
-        return lm_head(hidden) if lm_head is not None else embed.as_linear(hidden)
-
-    if lm_head is None and not hasattr(embed, "as_linear"):
-        return None
-    try:
-        probe = mx.array([[1, 2, 3]])
-        want = model(probe, cache=make_prompt_cache(model))
-        got = head(backbone(probe, make_prompt_cache(model)))  # the same operations: equal to the bit
-        same = want.shape == got.shape and mx.array_equal(want, got).item()
-    except Exception:  # noqa: BLE001 - any other layout keeps the two-pass path
-        return None
-    return (backbone, head) if same else None
 ONE_PASS_TOKENS = 32  # a last chunk this short is not split into a fill pass and a one-token pass
 
 
