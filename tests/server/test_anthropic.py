@@ -23,7 +23,8 @@ def test_message_answers_paris(client):
     assert "Paris" in msg.content[0].text
     assert msg.stop_reason in ("end_turn", "max_tokens")
     assert msg.usage.input_tokens > 0 and msg.usage.output_tokens > 0
-    assert msg.usage.cache_read_input_tokens == 0
+    # reuse depends on what the session's shared server ran before: reported, never the last token
+    assert msg.usage.cache_read_input_tokens >= 0 and msg.usage.cache_creation_input_tokens == 0
 
 
 def test_stream_gives_the_same_text_and_a_final_message(client):

@@ -28,7 +28,9 @@ def test_answers_paris(client):
     assert choice.message.role == "assistant" and choice.finish_reason in ("stop", "length")
     assert resp.object == "chat.completion" and resp.model == MODEL and resp.id.startswith("chatcmpl-")
     assert resp.usage.total_tokens == resp.usage.prompt_tokens + resp.usage.completion_tokens
-    assert resp.usage.prompt_tokens_details.cached_tokens == 0
+    # reuse depends on what the session's shared server ran before (a short prompt reuses the
+    # chat template's system prompt): reported, and never the prompt's last token
+    assert 0 <= resp.usage.prompt_tokens_details.cached_tokens < resp.usage.prompt_tokens
 
 
 def test_stream_equals_whole(client):
@@ -45,7 +47,7 @@ def test_include_usage(client):
     chunks = list(chat(client, stream=True, stream_options={"include_usage": True}, max_tokens=5))
     last = chunks[-1]
     assert last.choices == [] and last.usage.completion_tokens == 5
-    assert last.usage.prompt_tokens_details.cached_tokens == 0
+    assert 0 <= last.usage.prompt_tokens_details.cached_tokens < last.usage.prompt_tokens
     assert all(c.usage is None for c in chunks[:-1])
     assert chunks[-2].choices[0].finish_reason == "length"
 
