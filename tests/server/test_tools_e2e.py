@@ -21,8 +21,8 @@ import pytest
 from tests.server.infra import anthropic_client, openai_client, served, without_keepalives
 
 MODEL = "smollm2-135m"
-# Small on purpose: the tools system prompt is then 149 tokens, of which the prefix cache (64-token
-# blocks) keeps 128 for every later request; prefill is the slow part on a CPU.
+# Small on purpose: the tools system prompt is then 149 tokens, which the prefix cache keeps for
+# every later request (whole blocks and part of the next); prefill is the slow part on a CPU.
 WEATHER_SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
 WEATHER = {"type": "function", "function": {"name": "get_weather", "parameters": WEATHER_SCHEMA}}
 ASK = "What is the weather in Paris?"
