@@ -74,7 +74,7 @@ def conversation(engine, tok, turns: int) -> dict:
         messages.append({"role": "user", "content": question})
         prompt = render_chat(tok, messages)
         done = engine.submit(prompt, SamplingParams(temperature=0.0, max_tokens=48)).collect()
-        shared += common_prefix(prompt, previous)
+        shared += _shared(prompt, previous)
         served += done.usage.cached_tokens
         previous = prompt + list(done.token_ids)
         messages.append({"role": "assistant", "content": done.text})
@@ -109,13 +109,10 @@ def disk_restart(loaded, prefix_tokens: int, bits: int) -> dict:
             "disk_over_cold": med(disk) / med(cold), "greedy_identical_after_restart": same}
 
 
-def common_prefix(a, b) -> int:
-    n = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        n += 1
-    return n
+def _shared(a, b) -> int:
+    from mlxctl.engine.kv.pool import shared_prefix
+
+    return shared_prefix(a, b)
 
 
 def main() -> int:

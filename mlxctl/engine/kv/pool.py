@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import bisect
 from collections import Counter, OrderedDict
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from mlxctl.engine.kv.block import Block
@@ -66,7 +66,7 @@ class BlockPool:
         at = bisect.bisect_left(kids, (tokens,))
         best, length = None, 0
         for mine, h in kids[max(0, at - 1) : at + 1]:
-            n = _shared(mine, tokens)
+            n = shared_prefix(mine, tokens)
             if n > length:
                 best, length = self._blocks[h], n
         return best, length
@@ -133,7 +133,7 @@ def _kid_key(block: Block) -> bytes | str:
     return block.parent if block.parent is not None else block.scope
 
 
-def _shared(a: tuple[int, ...], b: tuple[int, ...]) -> int:
+def shared_prefix(a: Sequence[int], b: Sequence[int]) -> int:
     """How many leading tokens ``a`` and ``b`` share."""
     n = 0
     for x, y in zip(a, b):
