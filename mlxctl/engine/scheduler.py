@@ -79,6 +79,7 @@ def prefill_budget(prefill_chunk: int, decoding: int) -> int:
     return max(prefill_chunk - decoding, (prefill_chunk + 1) // 2)
 
 
+RIDE_CHUNKS = 4  # whole short prompts may take a step up to this many chunks (see plan_prefill)
 MIN_PACED_TOKENS = 16  # a paced step still moves a prompt on by this many tokens
 SAMPLE_EVERY = 8  # steps that finish prompts are timed one in this many (the first always)
 
@@ -121,13 +122,37 @@ def step_budget(cfg: SchedulerConfig, decoding: int, pace: PrefillPace) -> int:
     """The step's prompt tokens: :func:`prefill_budget`, and while rows decode at most what
     ``pace`` says fits in ``prefill_step_ms`` (a 7.6k-token prompt on a 2-core CPU took 15-28
     s a 512-token chunk, and a decoding request a token per chunk). With nothing decoding no
-    one waits for a token: the whole chunk goes."""
+    one waits for a token: the whole chunk goes. Short prompts may ride beyond it (see
+    :func:`plan_prefill`'s ``whole_up_to``)."""
     budget = prefill_budget(cfg.prefill_chunk, decoding)
     limit = pace.limit() if decoding else None
     return budget if limit is None else min(budget, limit)
 
 
-def plan_prefill(prefilling: list[Request], budget: int) -> list[tuple[Request, int]]:
+def plan_prefill(prefilling: list[Request], budget: int, whole_up_to: int | None = None) -> list[tuple[Request, int]]:
+    """The step's prompt work (see :func:`_share`) within ``budget`` tokens (the chunk, or
+    what the pace allows while rows decode). With ``whole_up_to`` (the scheduler passes
+    RIDE_CHUNKS chunks), fresh prompts that each fit ``budget`` on their own but did not get in
+    ride whole beside it, shortest first, while the step stays within ``whole_up_to``: a wave of
+    short prompts joins the decode batch at once instead of a few a step, so the rows of a
+    closed-loop load (clients sending their next request when the last ends) stay in step and
+    decode in full batches, as mlx-lm's batch generator keeps them. Pieces of long prompts
+    stay within ``budget``: those are what starved decoding rows (one 512-token chunk deep
+    into a 7.6k-token prompt took 15-28 s on a 2-core CPU) and what a request arriving meanwhile
+    waits behind. At most ``max_prefilling`` prompts are in flight, so a step rides at most that
+    many. Returned in arrival order."""
+    plan = dict((id(req), n) for req, n in _share(prefilling, budget))
+    if whole_up_to is not None and whole_up_to > budget:
+        left = whole_up_to - sum(plan.values())
+        for req in sorted(prefilling, key=lambda r: r.prompt_left):
+            fresh = req.num_prefilled == req.num_reused
+            if id(req) not in plan and fresh and req.prompt_left <= min(budget, left):
+                plan[id(req)] = req.prompt_left
+                left -= req.prompt_left
+    return [(req, plan[id(req)]) for req in prefilling if id(req) in plan]
+
+
+def _share(prefilling: list[Request], budget: int) -> list[tuple[Request, int]]:
     """Split the step's prompt-token budget over prefilling requests. The one prefilling
     longest goes first: whole if it fits, else an equal share (so a long prompt always goes
     on). The rest goes shortest prompt first, each whole if it fits in what is left. Only a
@@ -175,7 +200,8 @@ class Scheduler:
             req.status = RequestStatus.PREFILLING
             self.prefilling.append(req)
         budget = step_budget(self.cfg, len(self.running), self.pace)
-        return StepPlan(prefill=plan_prefill(self.prefilling, budget), decode=list(self.running))
+        wave = RIDE_CHUNKS * prefill_budget(self.cfg.prefill_chunk, len(self.running))
+        return StepPlan(prefill=plan_prefill(self.prefilling, budget, wave), decode=list(self.running))
 
     def start_running(self, req: Request) -> None:
         """A request whose prompt is done joins the decode batch."""

@@ -146,6 +146,56 @@ def test_schedule_paces_a_long_prompt_while_another_decodes():
     assert [n for _, n in s.schedule().prefill] == [512]
 
 
+def test_paced_step_lets_fresh_short_prompts_ride_whole_up_to_the_chunk():
+    wave = [fake(f"w{i}", 150) for i in range(8)]
+    assert plan_prefill(wave, 200) == [(wave[0], 150)]  # the pace alone: one a step
+    assert plan_prefill(wave, 200, whole_up_to=2048) == [(r, 150) for r in wave]  # the wave goes at once
+    assert plan_prefill(wave, 200, whole_up_to=500) == [(r, 150) for r in wave[:3]]  # bounded by the chunk
+    assert plan_prefill(wave, 200, whole_up_to=200) == [(wave[0], 150)]  # nothing over the pace: as before
+
+
+def test_riders_never_include_long_or_started_prompts_and_the_long_one_keeps_its_pace():
+    long, short, big = fake("long", 7600), fake("short", 100), fake("big", 300)
+    started = fake("started", 150)
+    started.num_prefilled = 40  # its first piece went in an earlier step: it stays on the pace
+    hit = fake("hit", 150)
+    hit.num_prefilled = hit.num_reused = 24  # a prefix-cache hit alone has not started it: it may ride
+    plan = dict(plan_prefill([long, big, started, hit, short], 200, whole_up_to=4096))
+    # the pace's 200: the long one's share, the short one whole, the started one what is left;
+    # then the hit rides whole; "big" (longer than the pace allows) waits for its share
+    assert plan == {long: 40, short: 100, started: 60, hit: 126}
+
+
+def test_schedule_lets_a_wave_of_short_prompts_in_beside_decoding_rows():
+    s = Scheduler(SchedulerConfig(prefill_chunk=2048, prefill_step_ms=100))
+    running = fake("run")
+    s.add(running)
+    s.schedule()
+    s.start_running(running)
+    s.pace.record(100, 0.5)  # 5 ms a token: 20 fit in 100 ms
+    wave = [fake(f"w{i}", 18) for i in range(6)]
+    for r in wave:
+        s.add(r)
+    assert [(r.id, n) for r, n in s.schedule().prefill] == [(r.id, 18) for r in wave]
+    s.add(fake("long", 5000))
+    s.prefilling[:] = [r for r in s.prefilling if r.id == "long"]
+    assert [n for _, n in s.schedule().prefill] == [20]  # a long prompt's piece keeps to the pace
+
+
+def test_schedule_sends_a_wave_whole_up_to_ride_chunks_even_with_nothing_decoding():
+    s = Scheduler(SchedulerConfig(prefill_chunk=512, max_prefilling=8))
+    wave = [fake(f"w{i}", 150) for i in range(8)]
+    for r in wave:
+        s.add(r)
+    assert [n for _, n in s.schedule().prefill] == [150] * 8  # 1200 tokens: past one chunk, within RIDE_CHUNKS
+    s2 = Scheduler(SchedulerConfig(prefill_chunk=512, max_prefilling=8))
+    long = fake("long", 5000)
+    for r in (long, *wave[:2]):
+        s2.add(r)
+    # beside a long prompt the chunk is shared as before: its piece and the short ones whole
+    assert [(r.id, n) for r, n in s2.schedule().prefill] == [("long", 212), ("w0", 150), ("w1", 150)]
+
+
 def test_schedule_decodes_running_while_a_long_prompt_prefills():
     s = Scheduler(SchedulerConfig(prefill_chunk=64))
     running = fake("run")
