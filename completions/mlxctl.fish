@@ -55,7 +55,7 @@ complete -c mlxctl -n '__fish_seen_subcommand_from serve' -l dtype -r -F -d 'Wei
 complete -c mlxctl -n '__fish_seen_subcommand_from serve' -l load-format -r -F -d 'auto: real weights; dummy: random weights for an architecture preset (llama-3.2-1b, llama-3.1-8b, llama-3.1-8b-4bit, smollm2-135m, qwen3-moe-small, qwen3-moe-medium, gpt-oss-20b, gemma3-12b, qwen3-next-80b-a3b, qwen3.5-35b-a3b, qwen3.5-35b-a3b-4bit) or a config.json given as --model'
 complete -c mlxctl -n '__fish_seen_subcommand_from serve' -l moe-top-k -r -F -d 'Mixture-of-experts models: route each token to K experts (fewer than trained: faster decode, some quality cost)'
 complete -c mlxctl -n '__fish_seen_subcommand_from serve' -l max-num-seqs -r -F -d 'Requests prefilling or decoding at once'
-complete -c mlxctl -n '__fish_seen_subcommand_from serve' -l prefill-chunk -r -F -d 'Tokens per engine step, decode rows (one each) and prompt chunks together; prompts keep at least half; 0: 512 on CPU, 4096 on GPU'
+complete -c mlxctl -n '__fish_seen_subcommand_from serve' -l prefill-chunk -r -F -d 'Tokens per engine step, decode rows (one each) and prompt chunks together; prompts keep at least half; a wave of whole short prompts may take up to 4 times it; 0: 512 on CPU, 4096 on GPU'
 complete -c mlxctl -n '__fish_seen_subcommand_from serve' -l prefill-step-ms -r -F -d 'While requests are decoding, size each step\'s prompt work to take about this long (from its measured cost so far), so they keep getting tokens behind a long prompt; 0: --prefill-chunk alone'
 complete -c mlxctl -n '__fish_seen_subcommand_from serve' -l max-waiting -r -F -d 'Queued requests before new ones get 503'
 complete -c mlxctl -n '__fish_seen_subcommand_from serve' -l stream-interval -r -F -d 'Tokens per streamed chunk'

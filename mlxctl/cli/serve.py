@@ -29,7 +29,7 @@ KeepAliveOpt = Annotated[str, typer.Option("--keep-alive", metavar="DURATION", h
 NameOpt = Annotated[Optional[str], typer.Option("--served-model-name", metavar="NAME", show_default=False, help="The model id clients use (default: the model reference).")]
 DtypeOpt = Annotated[str, typer.Option("--dtype", metavar="DTYPE", help="Weights dtype: auto, native, float32, float16, bfloat16.")]
 SeqsOpt = Annotated[int, typer.Option("--max-num-seqs", metavar="N", min=1, help="Requests prefilling or decoding at once.")]
-ChunkOpt = Annotated[int, typer.Option("--prefill-chunk", metavar="N", min=0, help="Tokens per engine step, decode rows (one each) and prompt chunks together; prompts keep at least half; 0: 512 on CPU, 4096 on GPU.")]
+ChunkOpt = Annotated[int, typer.Option("--prefill-chunk", metavar="N", min=0, help="Tokens per engine step, decode rows (one each) and prompt chunks together; prompts keep at least half; a wave of whole short prompts may take up to 4 times it; 0: 512 on CPU, 4096 on GPU.")]
 StepMsOpt = Annotated[Optional[int], typer.Option("--prefill-step-ms", metavar="MS", min=0, show_default=False, help="While requests are decoding, size each step's prompt work to take about this long (from its measured cost so far), so they keep getting tokens behind a long prompt; 0: --prefill-chunk alone. Default: 500 on a GPU, 2000 on a CPU.")]
 WaitingOpt = Annotated[int, typer.Option("--max-waiting", metavar="N", min=0, help="Queued requests before new ones get 503.")]
 IntervalOpt = Annotated[int, typer.Option("--stream-interval", metavar="N", min=1, help="Tokens per streamed chunk.")]
