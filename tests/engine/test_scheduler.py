@@ -22,6 +22,16 @@ def fake(rid: str, prompt_len: int = 10) -> Request:
     return Request(rid, list(range(prompt_len)), SamplingParams(), RequestStream(rid, lambda _: None), 16)
 
 
+def decoding(cfg: SchedulerConfig) -> tuple[Scheduler, Request]:
+    """A scheduler with one request past its prompt, decoding."""
+    s = Scheduler(cfg)
+    running = fake("run")
+    s.add(running)
+    s.schedule()
+    s.start_running(running)
+    return s, running
+
+
 def test_admit_is_fifo_and_bounded_by_prefill_slots():
     waiting = deque(fake(str(i)) for i in range(5))
     got = admit(waiting, [], [], SchedulerConfig(max_num_seqs=16, max_prefilling=2))
@@ -133,11 +143,7 @@ def test_step_budget_is_paced_only_while_rows_decode():
 
 
 def test_schedule_paces_a_long_prompt_while_another_decodes():
-    s = Scheduler(SchedulerConfig(prefill_chunk=512, prefill_step_ms=50))
-    running = fake("run")
-    s.add(running)
-    s.schedule()
-    s.start_running(running)
+    s, running = decoding(SchedulerConfig(prefill_chunk=512, prefill_step_ms=50))
     s.add(fake("long", 5000))
     assert [n for _, n in s.schedule().prefill] == [511]
     s.pace.record(511, 5.11)  # 10 ms a token
@@ -167,11 +173,7 @@ def test_riders_never_include_long_or_started_prompts_and_the_long_one_keeps_its
 
 
 def test_schedule_lets_a_wave_of_short_prompts_in_beside_decoding_rows():
-    s = Scheduler(SchedulerConfig(prefill_chunk=2048, prefill_step_ms=100))
-    running = fake("run")
-    s.add(running)
-    s.schedule()
-    s.start_running(running)
+    s, _ = decoding(SchedulerConfig(prefill_chunk=2048, prefill_step_ms=100))
     s.pace.record(100, 0.5)  # 5 ms a token: 20 fit in 100 ms
     wave = [fake(f"w{i}", 18) for i in range(6)]
     for r in wave:
@@ -197,11 +199,7 @@ def test_schedule_sends_a_wave_whole_up_to_ride_chunks_even_with_nothing_decodin
 
 
 def test_schedule_decodes_running_while_a_long_prompt_prefills():
-    s = Scheduler(SchedulerConfig(prefill_chunk=64))
-    running = fake("run")
-    s.add(running)
-    s.schedule()
-    s.start_running(running)
+    s, running = decoding(SchedulerConfig(prefill_chunk=64))
     s.add(fake("long", 1000))
     plan = s.schedule()
     assert plan.decode == [running]
