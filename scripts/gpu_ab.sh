@@ -4,7 +4,11 @@
 # .old`); the scripts are this tree's. `engine`: bench_engine.py (each run against mlx-lm's
 # BatchGenerator in the same process); `serve`: the daemon over HTTP at 64 and 256 streams.
 # Llama-3.2-1B shape, bf16 dummy weights, 512-token prompts, 128 new tokens. Results in $OUT.
-#   OLD=.old ROUNDS=1 bash scripts/gpu_ab.sh engine|serve
+#   OLD=.old ROUNDS=1 MLXCTL_HOME=.gpu-home bash scripts/gpu_ab.sh engine|serve
+# .gpu-home: a store holding the default model's small files (models/smollm2-135m without its
+# weights), whose tokenizer save_dummy.py copies; carry it with .old. The daemon needs pydantic's
+# wheels staged too: ../shared/gpu/stage.sh pydantic==2.14.4 pydantic-core==2.50.5
+# typing-inspection==0.4.5 annotated-types==0.8.0
 set -uo pipefail
 OUT=${OUT:-bench-results}; mkdir -p "$OUT"
 MODEL=${MODEL:-/tmp/llama1b}
