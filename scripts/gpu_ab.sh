@@ -5,6 +5,7 @@
 # BatchGenerator in the same process); `serve`: the daemon over HTTP at 64 and 256 streams.
 # Llama-3.2-1B shape, bf16 dummy weights, 512-token prompts, 128 new tokens. Results in $OUT.
 #   OLD=.old ROUNDS=1 MLXCTL_HOME=.gpu-home bash scripts/gpu_ab.sh engine|serve
+# ORDER="new old" runs this tree's build first in each round (default: old first).
 # .gpu-home: a store holding the default model's small files (models/smollm2-135m without its
 # weights), whose tokenizer save_dummy.py copies; carry it with .old. The daemon needs pydantic's
 # wheels staged too: ../shared/gpu/stage.sh pydantic==2.14.4 pydantic-core==2.50.5
@@ -36,6 +37,6 @@ serve() {
   kill $pid; wait $pid 2>/dev/null
 }
 for r in $(seq "$ROUNDS"); do
-  for b in old new; do "${1:-engine}" $b $r; done
+  for b in ${ORDER:-old new}; do "${1:-engine}" $b $r; done
 done
 ls -la "$OUT"
