@@ -145,11 +145,15 @@ def plan_prefill(prefilling: list[Request], budget: int, whole_up_to: int | None
     if whole_up_to is not None and whole_up_to > budget:
         left = whole_up_to - sum(plan.values())
         for req in sorted(prefilling, key=lambda r: r.prompt_left):
-            fresh = req.num_prefilled == req.num_reused
-            if id(req) not in plan and fresh and req.prompt_left <= min(budget, left):
+            if id(req) not in plan and not _started(req) and req.prompt_left <= min(budget, left):
                 plan[id(req)] = req.prompt_left
                 left -= req.prompt_left
     return [(req, plan[id(req)]) for req in prefilling if id(req) in plan]
+
+
+def _started(req: Request) -> bool:
+    """Whether a prompt had a chunk of its own run (a prefix-cache hit alone has not started it)."""
+    return req.num_prefilled > req.num_reused
 
 
 def _share(prefilling: list[Request], budget: int) -> list[tuple[Request, int]]:
@@ -173,8 +177,7 @@ def _share(prefilling: list[Request], budget: int) -> list[tuple[Request, int]]:
     room = budget if oldest.prompt_left <= budget else left  # the most a step leaves the others
     for req in sorted(prefilling, key=lambda r: r.prompt_left):  # stable: arrival order among equals
         need = req.prompt_left - shares[id(req)]
-        started = req.num_prefilled > req.num_reused  # a prefix-cache hit alone has not started it
-        splittable = req.prompt_left > room or started or shares[id(req)] > 0
+        splittable = req.prompt_left > room or _started(req) or shares[id(req)] > 0
         n = need if need <= left else (left if splittable else 0)
         shares[id(req)] += n
         left -= n
