@@ -60,7 +60,7 @@ def model_loader(model_ref: str | None, dtype: str, progress: Progress | None, l
     if load_format not in LOAD_FORMATS:
         raise BadInputError(f"unknown load format {load_format!r}", hint="choose auto or dummy")
     load = _load_dummy if load_format == "dummy" else _load_real
-    return lambda: _routed(load(model_ref, dtype, progress, group), moe_top_k, progress)
+    return lambda: _adapted(load(model_ref, dtype, progress, group), moe_top_k, progress)
 
 
 def _sharder(group: Any):
@@ -100,7 +100,12 @@ def _resolved(model_ref: str | None, progress: Progress | None, group: Any):
     return resolved
 
 
-def _routed(loaded, moe_top_k: int | None, progress: Progress | None):
+def _adapted(loaded, moe_top_k: int | None, progress: Progress | None):
+    """The loaded model made ready for the engine: quantized layers fold a batch's rows into
+    one matmul (models/quantized_rows.py), and ``--moe-top-k`` routes to fewer experts."""
+    from mlxctl.models.quantized_rows import fold_quantized_rows
+
+    fold_quantized_rows(loaded.model)
     if moe_top_k is not None:
         from mlxctl.models.moe import set_moe_top_k
 

@@ -1,5 +1,5 @@
 """How MLX's quantized matmul scales with the number of rows M (decode batch size), against a
-dense matmul of the same shape: the question behind 8B 4-bit decode at 16 streams (issue 18).
+dense matmul of the same shape, and with the rows given as a decode step gives them, (M, 1, K): the question behind 8B 4-bit decode at 16 streams (issue 18).
 
   python scripts/probe_qmm.py [--shape 4096x4096,14336x4096] [--bits 4] [--rows 1,2,4,8,16,32,64,256]
 
@@ -32,14 +32,22 @@ def probe(out_dim: int, in_dim: int, bits: int, group: int, rows: list[int], rep
     wq, scales, biases = mx.quantize(w, group_size=group, bits=bits)
     mx.eval(w, wq, scales, biases)
     results = []
+
+    def qmm(x):
+        return mx.quantized_matmul(x, wq, scales, biases, transpose=True, group_size=group, bits=bits)
+
     for m in rows:
         x = mx.random.normal((m, in_dim)).astype(mx.bfloat16)
         mx.eval(x)
         dense = _time(lambda: x @ w.T, reps, warmup)
-        quant = _time(lambda: mx.quantized_matmul(x, wq, scales, biases, transpose=True, group_size=group,
-                                                  bits=bits), reps, warmup)
+        quant = _time(lambda: qmm(x), reps, warmup)
+        # A decode step's activations: one token per row, shape (rows, 1, in): MLX's CUDA kernels
+        # take the leading dimension as a batch of 1-row problems over the same weight.
+        per_row = x.reshape(m, 1, in_dim)
+        quant_3d = _time(lambda: qmm(per_row), reps, warmup)
         results.append({"out": out_dim, "in": in_dim, "bits": bits, "rows": m, "dense_ms": round(dense, 4),
-                        "quantized_ms": round(quant, 4), "quantized_over_dense": round(quant / dense, 2)})
+                        "quantized_ms": round(quant, 4), "quantized_over_dense": round(quant / dense, 2),
+                        "quantized_rows_x1_ms": round(quant_3d, 4)})
     return results
 
 
