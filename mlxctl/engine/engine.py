@@ -27,6 +27,7 @@ from mlxctl.engine.recovery import blame, why_not_resumed
 from mlxctl.engine.request import Request, RequestStatus
 from mlxctl.engine.sampling import SamplingParams
 from mlxctl.engine.scheduler import Scheduler, SchedulerConfig, resolve_auto
+from mlxctl.engine.speculative import SpeculationConfig, SpeculationStats
 from mlxctl.engine.streams import RequestStream, delivered_together
 from mlxctl.errors import EngineError, MlxctlError
 
@@ -44,6 +45,7 @@ class EngineConfig:
     max_retries: int = 3  # failed steps a request may be part of before it ends with an error
     retry_backoff_s: float = 0.05  # first pause after a failed step; doubles each time, at most 5 s
     fault_hook: Callable[[int], None] | None = None  # tests: called before each step, may raise
+    speculation: SpeculationConfig = SpeculationConfig()  # --speculative (engine/speculative.py)
 
 
 class Engine:
@@ -67,6 +69,8 @@ class Engine:
         self._failures_total = 0
         self._preemptions = 0
         self.prefix: Any = None  # PrefixReuse, made on the engine thread
+        self.speculation = SpeculationStats()
+        self.speculates = False  # set once the model is loaded: speculation asked for and possible
 
     # -- caller side ------------------------------------------------------------------------
 
@@ -157,7 +161,15 @@ class Engine:
             queues["waiting"] += [r.progress() for r in self._unseen.values()]
         return {"steps": self._steps, "batch_size": len(self.batch), "kv_bytes": self.batch.nbytes(),
                 "failed_steps": self._failures_total, "preemptions": self._preemptions,
-                "prefix_cache": prefix, **extra, **queues}
+                "prefix_cache": prefix, "speculative": self._speculation_stats(), **extra, **queues}
+
+    def _speculation_stats(self) -> dict:
+        spec = self.config.speculation
+        out = {"mode": spec.mode, "active": self.speculates}
+        if spec.enabled:
+            out["num_draft_tokens"] = spec.num_draft_tokens
+            out.update(self.speculation.as_dict())
+        return out
 
     def clear_prefix_cache(self, timeout: float = 30.0, *, disk: bool = False) -> int:
         """Drop every cached prefix block no request holds (and the disk tier's blocks when
@@ -198,6 +210,18 @@ class Engine:
                                   self.scheduler.pace)
         cap = self.config.pool_cap_bytes
         self._pool_cap = default_pool_cap() if cap is None else cap
+        self.speculates = self.config.speculation.enabled and self._rollbackable()
+
+    def _rollbackable(self) -> bool:
+        """Whether the model's cache layers can drop a rejected draft: plain and quantised KV,
+        and sliding windows until they wrap (checked each step); not recurrent state, which
+        needs checkpoints to go back."""
+        from mlx_lm.models.cache import can_trim_prompt_cache, make_prompt_cache
+
+        if can_trim_prompt_cache(make_prompt_cache(self.runner.model)):
+            return True
+        log.warning("speculative decoding is off: this model's caches cannot roll back a rejected draft")
+        return False
 
     def _loop(self) -> None:
         while self._drain_inbox(block=not self.scheduler.has_work):
@@ -326,14 +350,55 @@ class Engine:
 
     def _step(self) -> None:
         plan = self.scheduler.schedule()
-        pending = self.batch.advance(*self._decode()) if len(self.batch) else None
+        rows = len(self.batch)
+        pending = None
+        if self._speculating():
+            self._speculate()
+        elif rows:
+            pending = self.batch.advance(*self._decode())
         joiners = self.prompts.run(plan.prefill)
         if pending:
             self.batch.keep(self._emit(*pending))
         self.prompts.remember_held()
         for joiner in joiners:
             self._join(joiner)
-        self._housekeeping(changed=bool(joiners) or (pending is not None and len(self.batch) < len(pending[0])))
+        self._housekeeping(changed=bool(joiners) or len(self.batch) < rows)
+
+    def _speculating(self) -> bool:
+        """Whether this step checks a draft: a lone request, plain caches, no grammar, no images
+        (see engine/speculative.py)."""
+        if not self.speculates or len(self.batch) != 1 or self.batch.batched:
+            return False
+        req = self.batch.requests[0]
+        return req.constraint is None and not req.images and not req.aborted
+
+    def _speculate(self) -> None:
+        """One step of a lone request with a draft: its pending token and the draft through
+        the model at once, the accepted part (and the token after it) emitted, the rest of
+        the draft cut from the cache. Without a draft, a plain decode step."""
+        from mlxctl.engine.speculative import NgramProposer, accept
+
+        batch, req = self.batch, self.batch.requests[0]
+        pending = batch.tokens.tolist()[0]
+        room = req.max_new_tokens - req.num_generated - 1  # tokens it may emit after the pending one
+        if req.proposer is None:
+            req.proposer = NgramProposer()
+        req.proposer.sync(req.prompt_tokens + req.generated + [pending])
+        draft = req.proposer.propose(min(self.config.speculation.num_draft_tokens, room)) if room > 0 else []
+        if not draft or not _can_roll_back(batch.caches, len(draft) + 1):  # nothing recurs; a window about to wrap
+            batch.keep(self._emit(*batch.advance(*self._decode())))
+            return
+        logits = self.runner.verify(batch, [pending, *draft])
+        tokens, samples = accept(req.sampler, logits, draft)
+        _trim(batch.caches, len(draft) + 1 - len(tokens))
+        req.speculation.add(len(draft), len(tokens) - 1)
+        self.speculation.add(len(draft), len(tokens) - 1)
+        emitted = [(pending, batch.samples[0])] + list(zip(tokens[:-1], samples[:-1]))
+        for token, sample in emitted:  # the cache holds all of these: an answer remembered at a stop is whole
+            if self._emit_one(req, token, sample, 0) is not None:
+                batch.keep([])
+                return
+        batch.tokens, batch.samples = _as_tokens(tokens[-1:]), samples[-1:]
 
     def _join(self, joiner: Joiner) -> None:
         self.prompts.hold(joiner)
@@ -433,6 +498,27 @@ def _wait_for_native_exit(tid: int | None, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while tid and os.path.exists(task) and time.monotonic() < deadline:
         time.sleep(0.001)
+
+
+def _can_roll_back(cache: list[Any], n: int) -> bool:
+    """Whether ``n`` tokens written to ``cache`` can all be cut again (a sliding window cuts
+    nothing once it has wrapped)."""
+    from mlx_lm.models.cache import RotatingKVCache
+
+    return all(c.is_trimmable() and (type(c) is not RotatingKVCache or c.offset + n <= c.max_size) for c in cache)
+
+
+def _trim(cache: list[Any], n: int) -> None:
+    if n > 0:
+        from mlx_lm.models.cache import trim_prompt_cache
+
+        trim_prompt_cache(cache, n)
+
+
+def _as_tokens(tokens: list[int]) -> Any:
+    import mlx.core as mx
+
+    return mx.array(tokens, dtype=mx.int32)
 
 
 def _vocab_size(loaded: Any) -> int:

@@ -50,6 +50,8 @@ class Timings:
     e2e_s: float  # arrival -> finish
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    draft_tokens: int = 0  # speculative decoding: draft tokens checked
+    accepted_tokens: int = 0  # and of those, accepted
 
     @property
     def prefill_tps(self) -> float:

@@ -9,6 +9,7 @@ from typing import Any
 
 from mlxctl.engine.events import Timings, Usage
 from mlxctl.engine.sampling import SamplingParams
+from mlxctl.engine.speculative import SpeculationStats
 from mlxctl.engine.streams import RequestStream
 
 
@@ -50,6 +51,8 @@ class Request:
     image_features: list | None = None  # per image, once encoded on the engine thread (None: not needed)
     attempts: int = 0  # failed engine steps this request was part of
     checkpoint_at: list[int] = field(default_factory=list)  # prompt positions to checkpoint at (engine/checkpoints.py)
+    proposer: Any = None  # speculative.NgramProposer, made at its first speculative step
+    speculation: SpeculationStats = field(default_factory=SpeculationStats)  # its drafts, checked and accepted
 
     @property
     def prompt_len(self) -> int:
@@ -90,6 +93,8 @@ class Request:
             e2e_s=end - self.arrival,
             prompt_tokens=self.prompt_len,
             completion_tokens=self.num_generated,
+            draft_tokens=self.speculation.drafted,
+            accepted_tokens=self.speculation.accepted,
         )
 
     def progress(self) -> dict:

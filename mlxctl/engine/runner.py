@@ -192,6 +192,12 @@ class ModelRunner:
         return nxt
 
 
+    def verify(self, batch: DecodeBatch, tokens: list[int]) -> mx.array:
+        """(len(tokens), V) logits of a lone row's pass over ``tokens``: its pending token, then
+        a draft (engine/speculative.py). The cache keeps all of them until trimmed."""
+        return self.model(mx.array([tokens]), cache=batch.caches)[0]
+
+
 PADDABLE = {"KVCache", "RotatingKVCache"}  # cache layers that take left padding exactly
 ONE_PASS_TOKENS = 32  # a last chunk this short is not split into a fill pass and a one-token pass
 

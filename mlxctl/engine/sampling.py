@@ -223,6 +223,13 @@ class TokenSampler:
         """The sampler's lazy state (PRNG key, penalty counts), to evaluate with each step."""
         return [self._key] if self._counts is None else [self._key, self._counts]
 
+    def snapshot(self) -> tuple:
+        """The state a later :meth:`restore` goes back to (lazy arrays; never mutated in place)."""
+        return self._key, self._counts
+
+    def restore(self, state: tuple) -> None:
+        self._key, self._counts = state
+
     def process_logits(self, logits: mx.array, mask: mx.array | None = None) -> mx.array:
         """Apply the grammar ``mask`` (bool, True = allowed), logit_bias, then repetition,
         presence and frequency penalties (no state change)."""

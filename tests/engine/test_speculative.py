@@ -1,0 +1,193 @@
+"""Speculative decoding (prompt lookup): exact against plain decoding, token for token."""
+
+from __future__ import annotations
+
+import math
+
+import mlx.core as mx
+import pytest
+
+from mlxctl.engine.engine import Engine, EngineConfig
+from mlxctl.engine.events import FinishReason
+from mlxctl.engine.sampling import SamplingParams, TokenSampler
+from mlxctl.engine.speculative import NgramProposer, SpeculationConfig, accept
+from mlxctl.errors import BadInputError
+from tests.engine.tiny import tiny_loaded
+
+CODE = '''def keep(self, rows: list[int]) -> None:
+    if len(rows) == len(self.requests):
+        return
+    self.requests = [self.requests[i] for i in rows]
+    self.samples = [self.samples[i] for i in rows]
+    self.tokens = self.tokens[mx.array(rows)]
+'''
+NGRAM = EngineConfig(speculation=SpeculationConfig(mode="ngram", num_draft_tokens=6))
+
+
+# -- the proposer -------------------------------------------------------------------------------
+
+def test_the_draft_is_what_followed_the_latest_earlier_occurrence():
+    p = NgramProposer()
+    p.sync([1, 2, 3, 4, 5, 9, 2, 3, 4, 7, 8, 2, 3])
+    assert p.propose(3) == [4, 7, 8]  # (2, 3) last seen before the end at positions 6-7
+    p.sync([1, 2, 3, 4, 5, 9, 2, 3, 4, 7, 8, 2, 3, 4, 5])
+    assert p.propose(4) == [9, 2, 3, 4]  # the longest suffix that recurs wins: (3, 4, 5)
+
+
+def test_no_draft_when_nothing_recurs_and_never_the_suffix_itself():
+    p = NgramProposer()
+    p.sync([5, 6, 7, 8])
+    assert p.propose(4) == []
+    p.sync([5, 6, 7, 8, 1])  # a single repeated token is not enough
+    assert p.propose(4) == []
+    p.sync([5, 6, 7, 8, 1, 5, 6])
+    assert p.propose(2) == [7, 8]
+
+
+def test_the_draft_is_capped_at_k_and_at_what_exists():
+    p = NgramProposer()
+    p.sync([1, 2, 1, 2])
+    assert p.propose(8) == [1, 2]
+
+
+def test_bad_settings_are_refused():
+    with pytest.raises(BadInputError, match="unknown speculative mode 'lookahead'"):
+        SpeculationConfig(mode="lookahead")
+    with pytest.raises(BadInputError, match="num_draft_tokens must be between 1 and 64, got 0"):
+        SpeculationConfig(mode="ngram", num_draft_tokens=0)
+
+
+# -- the acceptance rule ------------------------------------------------------------------------
+
+def test_greedy_accepts_the_matching_prefix_and_adds_the_next_argmax():
+    sampler = TokenSampler(SamplingParams(temperature=0), 5, [])
+    logits = mx.array([[0, 9, 0, 0, 0], [0, 0, 9, 0, 0], [9, 0, 0, 0, 0], [0, 0, 0, 9, 0]], dtype=mx.float32)
+    assert accept(sampler, logits, [1, 2, 4])[0] == [1, 2, 0]  # 4 rejected: argmax 0 follows
+    assert accept(sampler, logits[:3], [1, 2])[0] == [1, 2, 0]  # all accepted, then the bonus token
+    assert accept(sampler, logits, [3, 2, 0])[0] == [1]
+
+
+def test_sampled_tokens_keep_the_target_distribution():
+    """Accept draft x when the sampled token is x: P(first token = y) must be p(y) for every y,
+    whatever the draft; a chi-square test over 3000 draws (p < 0.001 fails)."""
+    probs = [0.5, 0.25, 0.15, 0.1]
+    logits = mx.log(mx.array([probs, probs], dtype=mx.float32))
+    sampler = TokenSampler(SamplingParams(temperature=1.0, seed=3), 4, [])
+    n, counts, accepted = 3000, [0] * 4, 0
+    for _ in range(n):
+        tokens, _ = accept(sampler, logits, [2])
+        counts[tokens[0]] += 1
+        accepted += len(tokens) == 2
+    chi2 = sum((c - n * p) ** 2 / (n * p) for c, p in zip(counts, probs))
+    assert chi2 < 16.27, (counts, chi2)  # 3 degrees of freedom
+    assert abs(accepted / n - probs[2]) < 4 * math.sqrt(probs[2] * (1 - probs[2]) / n)
+
+
+def test_a_seeded_sampler_draws_what_it_would_draw_one_position_at_a_time():
+    params = SamplingParams(temperature=0.9, top_p=0.95, seed=42, frequency_penalty=0.5, logprobs=True)
+    logits = mx.random.normal((5, 40), key=mx.random.key(1))
+    plain = TokenSampler(params, 40, [1, 2])
+    one_by_one = [int(plain.sample(logits[j]).token.item()) for j in range(3)]
+    spec = TokenSampler(params, 40, [1, 2])
+    tokens, samples = accept(spec, logits[:3], one_by_one[:2])
+    assert tokens == one_by_one and len(samples) == 3 and samples[0] is not None
+    # the state went back to the emitted positions: the next draw is the next plain one
+    assert int(spec.sample(logits[3]).token.item()) == int(plain.sample(logits[3]).token.item())
+
+
+# -- the engine, real SmolLM2 -------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def pair(smollm2):
+    from mlxctl.models.loader import load_model
+
+    loaded = load_model(smollm2.path)
+    engines = [Engine(lambda: loaded, config).start() for config in (EngineConfig(), NGRAM)]
+    yield engines
+    for engine in engines:
+        engine.shutdown()
+
+
+@pytest.fixture(scope="module")
+def repeat_prompt(pair):
+    from mlxctl.api.prompt import chat_messages, render_chat
+
+    return render_chat(pair[0].model.tokenizer, chat_messages("Repeat this code exactly:\n\n" + CODE))
+
+
+def both(pair, prompt, params):
+    return [engine.submit(prompt, params).collect() for engine in pair]
+
+
+def test_greedy_output_is_identical_and_drafts_are_accepted(pair, repeat_prompt):
+    plain, spec = both(pair, repeat_prompt, SamplingParams(temperature=0, max_tokens=60))
+    assert spec.token_ids == plain.token_ids and spec.text == plain.text
+    assert spec.finish_reason == plain.finish_reason
+    assert spec.timings.accepted_tokens > 10 and plain.timings.draft_tokens == 0
+    assert spec.usage == plain.usage
+    stats = pair[1].stats()["speculative"]
+    assert stats["active"] and stats["mode"] == "ngram" and stats["accepted_tokens"] >= spec.timings.accepted_tokens
+    assert pair[0].stats()["speculative"] == {"mode": "off", "active": False}
+
+
+def test_seeded_sampling_with_penalties_is_identical(pair, repeat_prompt):
+    params = SamplingParams(temperature=0.3, top_p=0.9, seed=11, presence_penalty=0.2, max_tokens=50)
+    plain, spec = both(pair, repeat_prompt, params)
+    assert spec.token_ids == plain.token_ids
+    assert spec.timings.draft_tokens > 0
+
+
+def test_logprobs_match_plain_decoding(pair, repeat_prompt):
+    plain, spec = both(pair, repeat_prompt, SamplingParams(temperature=0, max_tokens=40, logprobs=True,
+                                                           top_logprobs=3))
+    assert spec.token_ids == plain.token_ids and spec.timings.accepted_tokens > 0
+    for a, b in zip(plain.logprobs, spec.logprobs):
+        assert a.token_id == b.token_id and a.logprob == pytest.approx(b.logprob, abs=1e-3)
+        assert [t.token_id for t in a.top] == [t.token_id for t in b.top]
+
+
+@pytest.mark.parametrize("cut", ["stop", "length"])
+def test_a_stop_string_or_the_length_limit_inside_an_accepted_draft(pair, repeat_prompt, cut):
+    plain_text = both(pair, repeat_prompt, SamplingParams(temperature=0, max_tokens=60))[0].text
+    params = (SamplingParams(temperature=0, max_tokens=60, stop=(plain_text[30:38],)) if cut == "stop"
+              else SamplingParams(temperature=0, max_tokens=23))
+    plain, spec = both(pair, repeat_prompt, params)
+    assert (spec.text, spec.token_ids, spec.finish_reason) == (plain.text, plain.token_ids, plain.finish_reason)
+    assert spec.finish_reason is (FinishReason.STOP if cut == "stop" else FinishReason.LENGTH)
+    assert cut == "stop" or spec.usage.completion_tokens == 23
+
+
+# -- the engine, tiny random models -------------------------------------------------------------
+
+def test_concurrent_requests_decode_as_without_speculation():
+    prompts = [[1, 2, 3, 4, 1, 2, 3, 4, 1, 2], [5, 6, 7, 5, 6, 7, 5], [9, 9, 8, 9, 9, 8, 9, 9]]
+    params = SamplingParams(temperature=0, max_tokens=24)
+    results = []
+    for config in (EngineConfig(), NGRAM):
+        with Engine(lambda: tiny_loaded(), config) as engine:
+            streams = [engine.submit(p, params) for p in prompts]
+            together = [s.collect().token_ids for s in streams]
+            alone = [engine.submit(p, params).collect().token_ids for p in prompts]
+            results.append((together, alone))
+            drafted = engine.stats()["speculative"].get("draft_tokens")
+    assert drafted > 0  # the lone requests speculated
+    assert results[1] == results[0]
+    assert results[0][0] == results[0][1]
+
+
+def test_a_recurrent_model_does_not_speculate_and_says_so(caplog):
+    from tests.engine.hybrid_configs import CONFIGS
+    from tests.engine.tiny import TinyModel
+
+    from mlxctl.models.dummy import build_model
+
+    params = SamplingParams(temperature=0, max_tokens=12)
+    outs = []
+    for config in (EngineConfig(), NGRAM):
+        # built on the engine thread (its stream), from the same seed each time
+        with Engine(lambda: TinyModel(model=build_model(CONFIGS["qwen3_next"]), vocab_size=100), config) as engine:
+            outs.append(engine.submit([3, 4, 5, 3, 4, 5, 3, 4], params).collect())
+            stats = engine.stats()["speculative"]
+    assert outs[0].token_ids == outs[1].token_ids
+    assert stats["active"] is False and stats["draft_tokens"] == 0
+    assert "cannot roll back a rejected draft" in caplog.text
