@@ -3,7 +3,7 @@
 
   python scripts/bench_engine.py [--model REF] [--load-format auto|dummy] [--dtype auto]
          [--prompt-tokens N] [--max-tokens 128] [--concurrency 8,64] [--reps 3] [--json]
-         [--prefill-chunk N] [--variant NAME:key=value,...]
+         [--prefill-chunk N] [--speculative off|ngram] [--num-draft-tokens N] [--variant NAME:key=value,...]
 
 Single stream (greedy, fixed length): mlx-lm's bare `generate_step` loop and `stream_generate`
 against `Engine.submit`, interleaved A B C A B C; decode tok/s is measured from the first
@@ -13,7 +13,8 @@ prefill included. With --prompt-tokens N each round draws new random prompts, th
 every contender, so the engine's prefix cache never serves them. Every shape is run once before it is measured (first runs compile kernels).
 
 ``--variant`` adds an engine with other settings on the same loaded model, measured in the same
-interleaved rounds (keys: prefill_chunk, max_prefilling, prefill_step_ms, pool_cap_bytes), so an engine setting is
+interleaved rounds (keys: prefill_chunk, max_prefilling, prefill_step_ms, pool_cap_bytes, speculative,
+num_draft_tokens), so an engine setting is
 compared side by side, e.g. ``--variant clear-always:pool_cap_bytes=0``.
 """
 
@@ -42,6 +43,8 @@ def parse() -> argparse.Namespace:
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument("--prefill-chunk", type=int, default=0, help="the engine's prompt tokens per step (0: by backend)")
+    p.add_argument("--speculative", default="off", help="the engine's speculative decoding: off or ngram")
+    p.add_argument("--num-draft-tokens", type=int, default=8, help="with --speculative: draft tokens per step")
     p.add_argument("--variant", action="append", default=[], metavar="NAME:key=value,...",
                    help="another engine with these settings, measured alongside (repeatable)")
     return p.parse_args()
@@ -150,24 +153,29 @@ def engine_configs(args, sizes: list[int]) -> dict:
 
     from mlxctl.engine.engine import EngineConfig
     from mlxctl.engine.scheduler import SchedulerConfig
+    from mlxctl.engine.speculative import SpeculationConfig
 
     base = EngineConfig(SchedulerConfig(max_num_seqs=max([16, *sizes]), max_prefilling=8,
-                                        prefill_chunk=args.prefill_chunk))
+                                        prefill_chunk=args.prefill_chunk),
+                        speculation=SpeculationConfig(args.speculative, args.num_draft_tokens))
     configs = {"engine": base}
     for spec in args.variant:
         name, _, settings = spec.partition(":")
-        scheduler, engine = {}, {}
+        scheduler, engine, speculation = {}, {}, {}
         for item in filter(None, settings.split(",")):
             key, _, value = item.partition("=")
             if key in ("prefill_chunk", "max_prefilling", "prefill_step_ms"):
                 scheduler[key] = int(value)
             elif key == "pool_cap_bytes":
                 engine[key] = int(value)
+            elif key in ("speculative", "num_draft_tokens"):
+                speculation["mode" if key == "speculative" else key] = value if key == "speculative" else int(value)
             else:
-                raise SystemExit(f"--variant {spec}: unknown setting {key!r} "
-                                 "(prefill_chunk, max_prefilling, prefill_step_ms, pool_cap_bytes)")
+                raise SystemExit(f"--variant {spec}: unknown setting {key!r} (prefill_chunk, max_prefilling, "
+                                 "prefill_step_ms, pool_cap_bytes, speculative, num_draft_tokens)")
         configs[f"engine[{name}]"] = dataclasses.replace(
-            base, scheduler=dataclasses.replace(base.scheduler, **scheduler), **engine)
+            base, scheduler=dataclasses.replace(base.scheduler, **scheduler),
+            speculation=dataclasses.replace(base.speculation, **speculation), **engine)
     return configs
 
 

@@ -62,3 +62,24 @@ TensorParallelOpt = Annotated[
         "over ring or JACCL; docs/distributed.md). Rank 0 does the work of the command; the others follow it.",
     ),
 ]
+
+SpeculativeOpt = Annotated[
+    str,
+    typer.Option(
+        "--speculative",
+        metavar="MODE",
+        help="Speculative decoding: off, or ngram (prompt lookup: draft tokens copied from where the "
+        "last few tokens occurred before in the prompt or reply, checked in one pass; the output is "
+        "what it would be without). Runs while one request decodes, on models whose caches can drop "
+        "a rejected draft (docs/speculative.md).",
+    ),
+]
+
+NumDraftTokensOpt = Annotated[
+    int,
+    typer.Option(
+        "--num-draft-tokens",
+        metavar="N",
+        help="With --speculative: most draft tokens checked per step (1 to 64).",
+    ),
+]

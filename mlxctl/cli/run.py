@@ -9,7 +9,7 @@ import typer
 
 from mlxctl.cli.blas import ensure_fast_blas
 from mlxctl.cli.context import given_on_command_line, output_for
-from mlxctl.cli.options import LoadFormatOpt, MoeTopKOpt, TensorParallelOpt
+from mlxctl.cli.options import LoadFormatOpt, MoeTopKOpt, NumDraftTokensOpt, SpeculativeOpt, TensorParallelOpt
 from mlxctl.cli.output import Output
 from mlxctl.errors import BadInputError
 
@@ -44,6 +44,8 @@ def run(
     load_format: LoadFormatOpt = "auto",
     moe_top_k: MoeTopKOpt = None,
     tensor_parallel: TensorParallelOpt = 1,
+    speculative: SpeculativeOpt = "off",
+    num_draft_tokens: NumDraftTokensOpt = 8,
     json_: Annotated[bool, typer.Option("--json", help="Print one JSON object: text, finish_reason, usage, timings.")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Print the sampling used (and where each value came from), timings and speeds on stderr.")] = False,
     mcp_config: Annotated[Optional[Path], typer.Option("--mcp-config", metavar="FILE", show_default=False, help="MCP servers file (JSON or YAML with mcpServers): the model may call their tools, which run here; calls and results go to stderr (see docs/mcp.md).")] = None,
@@ -57,7 +59,10 @@ def run(
     from mlxctl.engine.sampling import SamplingParams
     from mlxctl.generation import PromptSpec, lazy_engine
 
+    from mlxctl.cli.speculation import speculation_flags
+
     check_run_options(tensor_parallel, images=image, videos=video)  # before any rank loads the model
+    speculation = speculation_flags(ctx, speculative, num_draft_tokens, tensor_parallel)
     group = rank_group(tensor_parallel, "run")
     if group is not None and group.rank() != 0:  # rank 0 reads the prompt and prints; this rank follows
         return follow(lazy_engine(model, dtype=dtype, load_format=load_format, moe_top_k=moe_top_k, group=group))
@@ -80,7 +85,8 @@ def run(
     )
     params.validate()
     mcp = _mcp_options(mcp_config, mcp_max_rounds, mcp_audit_log, tool_choice, raw)
-    _execute(out, model, (dtype, load_format, moe_top_k, group), spec, (params, flags), verbose, mcp, videos)
+    _execute(out, model, (dtype, load_format, moe_top_k, group, speculation), spec, (params, flags), verbose, mcp,
+             videos)
 
 
 def parse_logit_bias(values: list[str] | tuple[str, ...]) -> tuple[tuple[int, float], ...]:
@@ -178,9 +184,11 @@ def _execute(out: Output, model: str | None, weights: tuple, spec, sampling: tup
     from mlxctl.cli.run_sampling import with_model_defaults
     from mlxctl.generation import generate, open_engine
 
-    dtype, load_format, moe_top_k, group = weights
+    from mlxctl.engine.engine import EngineConfig
+
+    dtype, load_format, moe_top_k, group, speculation = weights
     engine = open_engine(model, dtype=dtype, progress=out.message, load_format=load_format, moe_top_k=moe_top_k,
-                         group=group)
+                         group=group, config=EngineConfig(speculation=speculation))
     try:
         params, line = with_model_defaults(*sampling, engine.model)
         if verbose:

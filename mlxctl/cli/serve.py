@@ -11,8 +11,8 @@ import typer
 
 from mlxctl.cli.blas import ensure_fast_blas
 from mlxctl.cli.context import output_for
-from mlxctl.cli.options import (DEFAULT_HOST, DEFAULT_PORT, HostOpt, LoadFormatOpt, MoeTopKOpt, PortOpt,
-                                TensorParallelOpt)
+from mlxctl.cli.options import (DEFAULT_HOST, DEFAULT_PORT, HostOpt, LoadFormatOpt, MoeTopKOpt, NumDraftTokensOpt,
+                                PortOpt, SpeculativeOpt, TensorParallelOpt)
 from mlxctl.cli.output import Output
 from mlxctl.cli.serve_sampling import MaxTokensOpt, TemperatureOpt, TopKOpt, TopPOpt, sampling_defaults
 from mlxctl.cli.tensor_parallel import check_serve_options
@@ -85,6 +85,8 @@ def serve(
     max_num_seqs: SeqsOpt = 16,
     prefill_chunk: ChunkOpt = 0,
     prefill_step_ms: StepMsOpt = None,
+    speculative: SpeculativeOpt = "off",
+    num_draft_tokens: NumDraftTokensOpt = 8,
     max_waiting: WaitingOpt = 256,
     stream_interval: IntervalOpt = 1,
     sse_ping_interval: SsePingOpt = "5",
@@ -138,6 +140,9 @@ def serve(
     ensure_fast_blas()
     _check_flags(log_format, prefix_cache_bits, prefix_cache, cache_dir, warm_prompts, log_file, tui)
     check_metrics_names(metrics_names)
+    from mlxctl.cli.speculation import speculation_flags
+
+    speculation = speculation_flags(ctx, speculative, num_draft_tokens, tensor_parallel)
     (first_name, first), extras = split_models(model)
     settings = _settings(
         host=host, port=port, model_name=served_model_name or first_name or default_name(first),
@@ -165,7 +170,7 @@ def serve(
     if tensor_parallel > 1 and allow_unconfigured_models:
         raise BadInputError("--tensor-parallel serves one model", hint="drop --allow-unconfigured-models")
     _execute(output_for(ctx), first, (dtype, load_format, moe_top_k), settings, max_num_seqs,
-             ((prefill_chunk, prefill_step_ms), prefix, max_retries, tensor_parallel), residency)
+             ((prefill_chunk, prefill_step_ms), prefix, max_retries, tensor_parallel, speculation), residency)
 
 
 def _check_flags(log_format: str, bits: int, prefix_cache: bool, cache_dir: Path | None, warm_prompts: Path | None,
@@ -350,11 +355,11 @@ def _execute(out: Output, model: str | None, weights: tuple, settings, max_num_s
     from mlxctl.cli.serve_models import EngineDefaults, build_pool
     from mlxctl.cli.tensor_parallel import follow, rank_group
 
-    (prefill_chunk, prefill_step_ms), prefix, max_retries, tensor_parallel = engine_opts
+    (prefill_chunk, prefill_step_ms), prefix, max_retries, tensor_parallel, speculation = engine_opts
     group = rank_group(tensor_parallel, "serve")
     config = EngineConfig(SchedulerConfig(max_num_seqs=max_num_seqs, prefill_chunk=prefill_chunk,
                                           max_prefilling=min(8, max_num_seqs), prefill_step_ms=prefill_step_ms),
-                          prefix=prefix, max_retries=max_retries)
+                          prefix=prefix, max_retries=max_retries, speculation=speculation)
     dtype, load_format, moe_top_k = weights
     specs, budget, keep_alive_s, tui, log_file, allow_unconfigured = residency
     progress = None if tui else out.message  # nothing may write over the live view

@@ -12,7 +12,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from mlxctl.cli.options import DEFAULT_URL, ModelOpt, UrlOpt
+from mlxctl.cli.options import DEFAULT_URL, ModelOpt, NumDraftTokensOpt, SpeculativeOpt, UrlOpt
 from mlxctl.errors import NotImplementedYetError
 
 
@@ -61,9 +61,10 @@ ChatImageOpt = Annotated[
 ]
 
 
-def chat(model: ModelOpt = None, url: ChatUrlOpt = None, api_key: ChatKeyOpt = None, load: LoadOpt = None,
-         system: SystemOpt = None, temperature: ChatTempOpt = None, max_tokens: ChatMaxOpt = None,
-         seed: ChatSeedOpt = None, image: ChatImageOpt = None) -> None:
+def chat(ctx: typer.Context, model: ModelOpt = None, url: ChatUrlOpt = None, api_key: ChatKeyOpt = None,
+         load: LoadOpt = None, system: SystemOpt = None, temperature: ChatTempOpt = None,
+         max_tokens: ChatMaxOpt = None, seed: ChatSeedOpt = None, image: ChatImageOpt = None,
+         speculative: SpeculativeOpt = "off", num_draft_tokens: NumDraftTokensOpt = 8) -> None:
     """Chat with a model in a terminal UI.
 
     Loads MODEL here, or with --url talks to a running server (picking among its /v1/models).
@@ -78,7 +79,13 @@ def chat(model: ModelOpt = None, url: ChatUrlOpt = None, api_key: ChatKeyOpt = N
     from mlxctl.tui.client import base_url
     from mlxctl.tui.conversation import Conversation
 
+    from mlxctl.cli.speculation import speculation_flags
+
     base = base_url(url) if url is not None else None
+    speculation = speculation_flags(ctx, speculative, num_draft_tokens)
+    if base is not None and speculation.enabled:
+        raise BadInputError("--speculative applies to a model loaded here, not to --url",
+                            hint="start the server with mlxctl serve --speculative ngram")
     conversation = load_conversation(load) if load is not None else Conversation()
     images = [read_attachment(path, f"--image {path}") for path in image or ()]  # a bad file fails at once
     if system is not None:
@@ -95,8 +102,19 @@ def chat(model: ModelOpt = None, url: ChatUrlOpt = None, api_key: ChatKeyOpt = N
     from mlxctl.tui.chat import ChatApp
     from mlxctl.tui.chat_backend import DaemonBackend, EngineBackend
 
-    backend = DaemonBackend(base, api_key=api_key, model=model) if base else EngineBackend(model)
+    backend = DaemonBackend(base, api_key=api_key, model=model) if base else \
+        EngineBackend(model, open_model=_engine_opener(speculation))
     ChatApp(backend, conversation, conversation_path=str(load) if load else None, images=images).run()
+
+
+def _engine_opener(speculation):
+    """What opens the chat's in-process engine: ``open_engine`` with the speculation flags."""
+    import functools
+
+    from mlxctl.engine.engine import EngineConfig
+    from mlxctl.generation import open_engine
+
+    return functools.partial(open_engine, config=EngineConfig(speculation=speculation))
 
 
 IntervalOpt = Annotated[

@@ -41,6 +41,7 @@ class Metrics:
         self._counters()
         self._gauges()
         self._more()
+        self._speculation()
         self._seen: dict[tuple[str, str], float] = {}  # (model, engine total) -> last value mirrored
         self._models: set[str] = set()
         self._for_model(model_name)
@@ -115,6 +116,15 @@ class Metrics:
             ("limit", "The memory the KV caches can grow into (MLX's limit, else RAM)."),
         )}
 
+    def _speculation(self) -> None:
+        """Speculative decoding's totals (``--speculative``; vLLM's spec_decode names), mirrored
+        from the engine at each scrape."""
+        self.spec_totals = {key: self._make(Counter, name, doc, vllm=(name,)) for key, name, doc in (
+            ("steps", "spec_decode_num_drafts", "Forward passes that checked a draft."),
+            ("draft_tokens", "spec_decode_num_draft_tokens", "Draft tokens checked."),
+            ("accepted_tokens", "spec_decode_num_accepted_tokens", "Draft tokens accepted."),
+        )}
+
     def _make(self, kind, name: str | None, doc: str, labels: tuple[str, ...] = (), vllm: tuple[str, ...] = (),
               per_model: bool = True, **kwargs) -> Series:
         series = Series(kind, names_for(self.naming, name, vllm), doc, labels, per_model, self.registry, **kwargs)
@@ -187,6 +197,9 @@ class Metrics:
         totals = {**{key: prefix.get(key, 0) for key in self.engine_totals}, "preemptions": stats.get("preemptions", 0)}
         for key, now in totals.items():
             self._mirror(self.engine_totals.get(key, self.preemptions), model, key, now)
+        speculative = stats.get("speculative") or {}
+        for key, counter in self.spec_totals.items():
+            self._mirror(counter, model, f"speculative.{key}", speculative.get(key, 0))
 
     def _mirror(self, counter: Series, model: str, key: str, now: float) -> None:
         """A counter follows an engine total (which restarts at 0 when the model is reloaded)."""

@@ -271,10 +271,11 @@ def _ms(value: float | None) -> str:
 
 
 def cache_text(status: dict) -> Text:
+    """The prefix cache's figures, and speculative decoding's when it is on."""
     prefix = (status.get("engine") or {}).get("prefix_cache") or {}
     if not prefix.get("enabled"):
         reason = prefix.get("reason")
-        return Text("off" + (f": {reason}" if reason else ""))
+        return Text("\n".join(["off" + (f": {reason}" if reason else ""), *speculation_lines(status)]))
     queries, hits = prefix.get("queries", 0), prefix.get("hits", 0)
     lines = [
         (f"blocks     {prefix.get('blocks', 0):,} ({prefix.get('referenced_blocks', 0):,} in use, "
@@ -287,8 +288,21 @@ def cache_text(status: dict) -> Text:
          if "disk_blocks" in prefix or "disk_bytes" in prefix else "disk       off"),
         (f"evictions  {prefix.get('evictions', 0):,}"
          + (f" (disk {prefix['disk_evictions']:,})" if "disk_evictions" in prefix else "")),
+        *speculation_lines(status),
     ]
     return Text("\n".join(lines))
+
+
+def speculation_lines(status: dict) -> list[str]:
+    """``serve --speculative``: draft tokens accepted of those checked ([] when off)."""
+    spec = (status.get("engine") or {}).get("speculative") or {}
+    if spec.get("mode", "off") == "off":
+        return []
+    if not spec.get("active"):
+        return [f"speculate  {spec['mode']}: off for this model (its caches cannot drop a draft)"]
+    drafted, accepted = spec.get("draft_tokens", 0), spec.get("accepted_tokens", 0)
+    return [f"speculate  {spec['mode']}: {accepted:,}/{drafted:,} draft tokens accepted "
+            f"({fmt.percent(accepted, drafted)}) in {spec.get('steps', 0):,} steps"]
 
 
 def _checkpoint_lines(prefix: dict) -> list[str]:

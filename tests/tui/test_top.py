@@ -448,3 +448,15 @@ def test_the_cache_panel_shows_checkpoints_for_models_served_from_them():
     text = cache_text({"engine": {"prefix_cache": prefix}}).plain
     assert "checkpts   3 (" in text and "RotatingKVCache" in text
     assert "checkpts" not in cache_text({"engine": {"prefix_cache": dict(prefix, mode="blocks")}}).plain
+
+
+def test_cache_panel_shows_speculation_when_it_is_on():
+    from mlxctl.tui.top import cache_text
+
+    on = {"mode": "ngram", "active": True, "steps": 40, "draft_tokens": 300, "accepted_tokens": 150}
+    text = cache_text({"engine": {"prefix_cache": {"enabled": False}, "speculative": on}}).plain
+    assert "speculate  ngram: 150/300 draft tokens accepted (50.0%) in 40 steps" in text
+    idle = cache_text({"engine": {"prefix_cache": {"enabled": False},
+                                  "speculative": dict(on, active=False)}}).plain
+    assert "off for this model" in idle
+    assert "speculate" not in cache_text({"engine": {"speculative": {"mode": "off", "active": False}}}).plain

@@ -1,0 +1,75 @@
+"""`--speculative ngram` through the daemon (the official OpenAI client, a real aiohttp server on
+loopback, the real SmolLM2) and through `mlxctl run`: the reply is the one plain decoding gives,
+and the drafts are counted in /v1/status, /metrics and `run -v`."""
+
+from __future__ import annotations
+
+import httpx
+import openai
+import pytest
+
+from mlxctl.engine.engine import Engine, EngineConfig
+from mlxctl.engine.speculative import SpeculationConfig
+from mlxctl.server.app import init_app
+from mlxctl.server.runner import BackgroundServer
+from mlxctl.server.settings import ServeSettings
+from tests.cli.helpers import run_cli
+from tests.engine.test_speculative import CODE
+
+ASK = "Repeat this code exactly:\n\n" + CODE
+
+
+@pytest.fixture(scope="module")
+def servers(smollm2):
+    from mlxctl.models.loader import load_model
+
+    loaded = load_model(smollm2.path)
+    running = []
+    for mode in ("off", "ngram"):
+        engine = Engine(lambda: loaded, EngineConfig(speculation=SpeculationConfig(mode=mode))).start()
+        running.append((engine, BackgroundServer(init_app(engine, ServeSettings(model_name="smol"))).start()))
+    yield [server.url for _, server in running]
+    for engine, server in running:
+        server.stop()
+        engine.shutdown()
+
+
+def test_the_reply_is_unchanged_and_the_drafts_are_counted(servers):
+    replies = []
+    for url in servers:
+        client = openai.OpenAI(base_url=f"{url}/v1", api_key="none")
+        reply = client.chat.completions.create(model="smol", messages=[{"role": "user", "content": ASK}],
+                                               temperature=0, max_tokens=48)
+        replies.append((reply.choices[0].message.content, reply.usage.completion_tokens))
+    assert replies[1] == replies[0]
+    status = httpx.get(f"{servers[1]}/v1/status").json()["engine"]["speculative"]
+    assert status["mode"] == "ngram" and status["active"] and status["accepted_tokens"] > 0
+    metrics = httpx.get(f"{servers[1]}/metrics").text
+    accepted = [line for line in metrics.splitlines() if line.startswith("mlxctl:spec_decode_num_accepted_tokens_total")]
+    assert accepted and float(accepted[0].split()[-1]) == status["accepted_tokens"]
+    off = httpx.get(f"{servers[0]}/v1/status").json()["engine"]["speculative"]
+    assert off == {"mode": "off", "active": False}
+
+
+def test_run_speculates_and_says_how_much_was_accepted(model_home):
+    env = {"MLXCTL_HOME": str(model_home), "HF_HUB_OFFLINE": "1"}
+    plain = run_cli("run", "-n", "40", "-t", "0", ASK, env=env)
+    spec = run_cli("run", "-n", "40", "-t", "0", "--speculative", "ngram", "--num-draft-tokens", "5", "-v", ASK,
+                   env=env)
+    assert plain.returncode == 0 and spec.returncode == 0, spec.stderr
+    assert spec.stdout == plain.stdout
+    assert "accepted | TTFT" in spec.stderr and "| draft: " in spec.stderr
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--speculative", "medusa"], "mlxctl: error: unknown --speculative mode 'medusa'"),
+    (["--speculative", "ngram", "--num-draft-tokens", "0"],
+     "mlxctl: error: --num-draft-tokens must be between 1 and 64, got 0"),
+    (["--num-draft-tokens", "4"], "mlxctl: error: --num-draft-tokens needs --speculative"),
+])
+def test_bad_speculation_flags_are_one_line_errors(model_home, args, message):
+    for command in ("run", "serve"):
+        r = run_cli(command, *args, *(["hi"] if command == "run" else []),
+                    env={"MLXCTL_HOME": str(model_home), "HF_HUB_OFFLINE": "1"})
+        assert r.returncode == 4 and "Traceback" not in r.stderr, r.stderr
+        assert message in r.stderr.splitlines(), r.stderr
