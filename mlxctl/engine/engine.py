@@ -71,6 +71,7 @@ class Engine:
         self.prefix: Any = None  # PrefixReuse, made on the engine thread
         self.speculation = SpeculationStats()
         self.speculates = False  # set once the model is loaded: speculation asked for and possible
+        self._overhang = 0  # while a speculative step emits: cached tokens after the one being emitted
 
     # -- caller side ------------------------------------------------------------------------
 
@@ -394,8 +395,11 @@ class Engine:
         req.speculation.add(len(draft), len(tokens) - 1)
         self.speculation.add(len(draft), len(tokens) - 1)
         emitted = [(pending, batch.samples[0])] + list(zip(tokens[:-1], samples[:-1]))
-        for token, sample in emitted:  # the cache holds all of these: an answer remembered at a stop is whole
-            if self._emit_one(req, token, sample, 0) is not None:
+        for i, (token, sample) in enumerate(emitted):  # the cache holds all of these
+            self._overhang = len(emitted) - 1 - i  # what an answer remembered at a stop here must not keep
+            finished = self._emit_one(req, token, sample, 0)
+            self._overhang = 0
+            if finished is not None:
                 batch.keep([])
                 return
         batch.tokens, batch.samples = _as_tokens(tokens[-1:]), samples[-1:]
@@ -448,7 +452,9 @@ class Engine:
         """Keep prompt + answer: the next turn of a conversation starts with both. The step
         queued this round fed the last token in, so the batch's KV covers all of them."""
         if self.prefix.enabled:
-            self.prefix.remember_answer(req, self.batch.extract(row))
+            cache = self.batch.extract(row)
+            _trim(cache, self._overhang)  # accepted draft tokens after the stop (a lone row's own cache)
+            self.prefix.remember_answer(req, cache)
 
     def _finish(self, req: Request, reason: FinishReason, error: BaseException | None = None) -> None:
         req.finished_at = time.perf_counter()

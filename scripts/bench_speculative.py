@@ -1,0 +1,91 @@
+"""Speculative decoding against plain decoding, one request, in one process (issue 19).
+
+  python scripts/bench_speculative.py [--model REF] [--dtype auto] [--code-tokens 200]
+         [--max-tokens 200] [--reps 3] [--draft 8[,4,...]] [--json]
+
+The prompt asks the model to repeat about --code-tokens tokens of this repository's source
+(the edit-like case prompt lookup feeds on). Each round runs the engine without speculation,
+then with ``--speculative ngram`` at each --draft size, greedy, on the same loaded model,
+interleaved A B C A B C; decode tok/s is the engine's own (first token to finish). Every
+speculative reply is compared with the plain one, token for token.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def parse() -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", default=None)
+    p.add_argument("--dtype", default="auto")
+    p.add_argument("--code-tokens", type=int, default=200, help="about how much code the prompt asks to repeat")
+    p.add_argument("--max-tokens", type=int, default=200)
+    p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--draft", default="8", help="comma-separated --num-draft-tokens values")
+    p.add_argument("--json", action="store_true")
+    return p.parse_args()
+
+
+def repeat_prompt(tokenizer, code_tokens: int) -> list[int]:
+    from mlxctl.api.prompt import chat_messages, render_chat
+
+    source = (ROOT / "mlxctl" / "engine" / "batch.py").read_text()
+    body = source[source.index("class DecodeBatch"):]
+    code = tokenizer.decode(tokenizer.encode(body, add_special_tokens=False)[:code_tokens])
+    return render_chat(tokenizer, chat_messages("Repeat this code exactly, with no changes:\n\n" + code))
+
+
+def main() -> int:
+    args = parse()
+    from mlxctl.engine.engine import Engine, EngineConfig
+    from mlxctl.engine.sampling import SamplingParams
+    from mlxctl.engine.speculative import SpeculationConfig
+    from mlxctl.generation import model_loader
+
+    loaded = model_loader(args.model, args.dtype, lambda m: print(m, file=sys.stderr))()
+    prompt = repeat_prompt(loaded.tokenizer, args.code_tokens)
+    configs = {"off": SpeculationConfig()}
+    configs.update({f"ngram{k}": SpeculationConfig("ngram", int(k)) for k in args.draft.split(",")})
+    engines = {name: Engine(lambda: loaded, EngineConfig(speculation=c)).start() for name, c in configs.items()}
+    params = SamplingParams(temperature=0, max_tokens=args.max_tokens)
+    for engine in engines.values():  # warm-up
+        engine.submit(prompt, SamplingParams(temperature=0, max_tokens=8)).collect()
+    rates: dict[str, list[float]] = {name: [] for name in engines}
+    accepted: dict[str, list[float]] = {name: [] for name in engines}
+    replies: dict[str, set] = {name: set() for name in engines}
+    for _ in range(args.reps):
+        for name, engine in engines.items():
+            done = engine.submit(prompt, params).collect()
+            rates[name].append(done.timings.decode_tps)
+            t = done.timings
+            accepted[name].append(t.accepted_tokens / t.draft_tokens if t.draft_tokens else 0.0)
+            replies[name].add(done.token_ids)
+    for engine in engines.values():
+        engine.shutdown()
+    base = statistics.median(rates["off"])
+    result = {"model": loaded.name, "prompt_tokens": len(prompt), "max_tokens": args.max_tokens, "reps": args.reps,
+              "runs": {name: {"decode_tps": [round(r, 1) for r in rates[name]],
+                              "median_tps": round(statistics.median(rates[name]), 1),
+                              "speedup": round(statistics.median(rates[name]) / base, 2),
+                              "acceptance": round(statistics.median(accepted[name]), 3),
+                              "same_reply_as_off": replies[name] == replies["off"]} for name in engines}}
+    if args.json:
+        print(json.dumps(result, indent=1))
+    else:
+        print(f"{result['model']}: {len(prompt)}-token prompt, {args.max_tokens} new tokens, {args.reps} rounds")
+        for name, r in result["runs"].items():
+            print(f"  {name:>8}: {r['median_tps']:7.1f} tok/s {r['decode_tps']}  x{r['speedup']}  "
+                  f"accepted {r['acceptance']:.0%}  same reply: {r['same_reply_as_off']}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
