@@ -45,6 +45,7 @@ def parse() -> argparse.Namespace:
     p.add_argument("--prefill-chunk", type=int, default=0, help="the engine's prompt tokens per step (0: by backend)")
     p.add_argument("--speculative", default="off", help="the engine's speculative decoding: off or ngram")
     p.add_argument("--num-draft-tokens", type=int, default=8, help="with --speculative: draft tokens per step")
+    p.add_argument("--draft-model", default=None, help="with --speculative draft: the drafting model")
     p.add_argument("--variant", action="append", default=[], metavar="NAME:key=value,...",
                    help="another engine with these settings, measured alongside (repeatable)")
     return p.parse_args()
@@ -157,7 +158,7 @@ def engine_configs(args, sizes: list[int]) -> dict:
 
     base = EngineConfig(SchedulerConfig(max_num_seqs=max([16, *sizes]), max_prefilling=8,
                                         prefill_chunk=args.prefill_chunk),
-                        speculation=SpeculationConfig(args.speculative, args.num_draft_tokens))
+                        speculation=SpeculationConfig(args.speculative, args.num_draft_tokens, args.draft_model))
     configs = {"engine": base}
     for spec in args.variant:
         name, _, settings = spec.partition(":")

@@ -1,11 +1,11 @@
 """Speculative decoding against plain decoding, one request, in one process (issue 19).
 
   python scripts/bench_speculative.py [--model REF] [--dtype auto] [--code-tokens 200]
-         [--max-tokens 200] [--reps 3] [--draft 8[,4,...]] [--json]
+         [--max-tokens 200] [--reps 3] [--draft 8[,4,...]] [--draft-model REF [--draft-dtype native]] [--json]
 
 The prompt asks the model to repeat about --code-tokens tokens of this repository's source
 (the edit-like case prompt lookup feeds on). Each round runs the engine without speculation,
-then with ``--speculative ngram`` at each --draft size, greedy, on the same loaded model,
+then with ``--speculative ngram`` (and ``draft``, given --draft-model) at each --draft size, greedy, on the same loaded model,
 interleaved A B C A B C; decode tok/s is the engine's own (first token to finish). Every
 speculative reply is compared with the plain one, token for token.
 """
@@ -30,6 +30,8 @@ def parse() -> argparse.Namespace:
     p.add_argument("--max-tokens", type=int, default=200)
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--draft", default="8", help="comma-separated --num-draft-tokens values")
+    p.add_argument("--draft-model", default=None, help="also --speculative draft with this model, at each --draft size")
+    p.add_argument("--draft-dtype", default="auto")
     p.add_argument("--json", action="store_true")
     return p.parse_args()
 
@@ -54,6 +56,9 @@ def main() -> int:
     prompt = repeat_prompt(loaded.tokenizer, args.code_tokens)
     configs = {"off": SpeculationConfig()}
     configs.update({f"ngram{k}": SpeculationConfig("ngram", int(k)) for k in args.draft.split(",")})
+    if args.draft_model:
+        configs.update({f"draft{k}": SpeculationConfig("draft", int(k), args.draft_model, args.draft_dtype)
+                        for k in args.draft.split(",")})
     engines = {name: Engine(lambda: loaded, EngineConfig(speculation=c)).start() for name, c in configs.items()}
     params = SamplingParams(temperature=0, max_tokens=args.max_tokens)
     for engine in engines.values():  # warm-up

@@ -68,10 +68,11 @@ SpeculativeOpt = Annotated[
     typer.Option(
         "--speculative",
         metavar="MODE",
-        help="Speculative decoding: off, or ngram (prompt lookup: draft tokens copied from where the "
-        "last few tokens occurred before in the prompt or reply, checked in one pass; the output is "
-        "what it would be without). Runs while one request decodes, on models whose caches can drop "
-        "a rejected draft (docs/speculative.md).",
+        help="Speculative decoding: off; ngram (prompt lookup: draft tokens copied from where the "
+        "last few tokens occurred before in the prompt or reply); or draft (a smaller model of the same "
+        "vocabulary guesses them, --draft-model). Drafts are checked in one pass and the output is what "
+        "it would be without. Runs while one request decodes, on models whose caches can drop a "
+        "rejected draft (docs/speculative.md).",
     ),
 ]
 
@@ -81,5 +82,24 @@ NumDraftTokensOpt = Annotated[
         "--num-draft-tokens",
         metavar="N",
         help="With --speculative: most draft tokens checked per step (1 to 64).",
+    ),
+]
+
+DraftModelOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--draft-model",
+        metavar="MODEL",
+        show_default=False,
+        help="With --speculative draft: the model that drafts (same vocabulary, much smaller or quantised).",
+    ),
+]
+
+DraftDtypeOpt = Annotated[
+    str,
+    typer.Option(
+        "--draft-dtype",
+        metavar="DTYPE",
+        help="With --speculative draft: the draft model's weights dtype (as --dtype; native keeps it quantised).",
     ),
 ]

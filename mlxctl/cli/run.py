@@ -9,7 +9,8 @@ import typer
 
 from mlxctl.cli.blas import ensure_fast_blas
 from mlxctl.cli.context import given_on_command_line, output_for
-from mlxctl.cli.options import LoadFormatOpt, MoeTopKOpt, NumDraftTokensOpt, SpeculativeOpt, TensorParallelOpt
+from mlxctl.cli.options import (DraftDtypeOpt, DraftModelOpt, LoadFormatOpt, MoeTopKOpt, NumDraftTokensOpt,
+                                SpeculativeOpt, TensorParallelOpt)
 from mlxctl.cli.output import Output
 from mlxctl.errors import BadInputError
 
@@ -46,6 +47,8 @@ def run(
     tensor_parallel: TensorParallelOpt = 1,
     speculative: SpeculativeOpt = "off",
     num_draft_tokens: NumDraftTokensOpt = 8,
+    draft_model: DraftModelOpt = None,
+    draft_dtype: DraftDtypeOpt = "auto",
     json_: Annotated[bool, typer.Option("--json", help="Print one JSON object: text, finish_reason, usage, timings.")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Print the sampling used (and where each value came from), timings and speeds on stderr.")] = False,
     mcp_config: Annotated[Optional[Path], typer.Option("--mcp-config", metavar="FILE", show_default=False, help="MCP servers file (JSON or YAML with mcpServers): the model may call their tools, which run here; calls and results go to stderr (see docs/mcp.md).")] = None,
@@ -62,7 +65,7 @@ def run(
     from mlxctl.cli.speculation import speculation_flags
 
     check_run_options(tensor_parallel, images=image, videos=video)  # before any rank loads the model
-    speculation = speculation_flags(ctx, speculative, num_draft_tokens, tensor_parallel)
+    speculation = speculation_flags(ctx, speculative, num_draft_tokens, draft_model, draft_dtype, tensor_parallel)
     group = rank_group(tensor_parallel, "run")
     if group is not None and group.rank() != 0:  # rank 0 reads the prompt and prints; this rank follows
         return follow(lazy_engine(model, dtype=dtype, load_format=load_format, moe_top_k=moe_top_k, group=group))

@@ -11,8 +11,8 @@ import typer
 
 from mlxctl.cli.blas import ensure_fast_blas
 from mlxctl.cli.context import output_for
-from mlxctl.cli.options import (DEFAULT_HOST, DEFAULT_PORT, HostOpt, LoadFormatOpt, MoeTopKOpt, NumDraftTokensOpt,
-                                PortOpt, SpeculativeOpt, TensorParallelOpt)
+from mlxctl.cli.options import (DEFAULT_HOST, DEFAULT_PORT, DraftDtypeOpt, DraftModelOpt, HostOpt, LoadFormatOpt,
+                                MoeTopKOpt, NumDraftTokensOpt, PortOpt, SpeculativeOpt, TensorParallelOpt)
 from mlxctl.cli.output import Output
 from mlxctl.cli.serve_sampling import MaxTokensOpt, TemperatureOpt, TopKOpt, TopPOpt, sampling_defaults
 from mlxctl.cli.tensor_parallel import check_serve_options
@@ -87,6 +87,8 @@ def serve(
     prefill_step_ms: StepMsOpt = None,
     speculative: SpeculativeOpt = "off",
     num_draft_tokens: NumDraftTokensOpt = 8,
+    draft_model: DraftModelOpt = None,
+    draft_dtype: DraftDtypeOpt = "auto",
     max_waiting: WaitingOpt = 256,
     stream_interval: IntervalOpt = 1,
     sse_ping_interval: SsePingOpt = "5",
@@ -142,7 +144,7 @@ def serve(
     check_metrics_names(metrics_names)
     from mlxctl.cli.speculation import speculation_flags
 
-    speculation = speculation_flags(ctx, speculative, num_draft_tokens, tensor_parallel)
+    speculation = speculation_flags(ctx, speculative, num_draft_tokens, draft_model, draft_dtype, tensor_parallel)
     (first_name, first), extras = split_models(model)
     settings = _settings(
         host=host, port=port, model_name=served_model_name or first_name or default_name(first),

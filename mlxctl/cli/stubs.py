@@ -12,7 +12,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from mlxctl.cli.options import DEFAULT_URL, ModelOpt, NumDraftTokensOpt, SpeculativeOpt, UrlOpt
+from mlxctl.cli.options import (DEFAULT_URL, DraftDtypeOpt, DraftModelOpt, ModelOpt, NumDraftTokensOpt, SpeculativeOpt,
+                                UrlOpt)
 from mlxctl.errors import NotImplementedYetError
 
 
@@ -64,7 +65,8 @@ ChatImageOpt = Annotated[
 def chat(ctx: typer.Context, model: ModelOpt = None, url: ChatUrlOpt = None, api_key: ChatKeyOpt = None,
          load: LoadOpt = None, system: SystemOpt = None, temperature: ChatTempOpt = None,
          max_tokens: ChatMaxOpt = None, seed: ChatSeedOpt = None, image: ChatImageOpt = None,
-         speculative: SpeculativeOpt = "off", num_draft_tokens: NumDraftTokensOpt = 8) -> None:
+         speculative: SpeculativeOpt = "off", num_draft_tokens: NumDraftTokensOpt = 8,
+         draft_model: DraftModelOpt = None, draft_dtype: DraftDtypeOpt = "auto") -> None:
     """Chat with a model in a terminal UI.
 
     Loads MODEL here, or with --url talks to a running server (picking among its /v1/models).
@@ -82,7 +84,7 @@ def chat(ctx: typer.Context, model: ModelOpt = None, url: ChatUrlOpt = None, api
     from mlxctl.cli.speculation import speculation_flags
 
     base = base_url(url) if url is not None else None
-    speculation = speculation_flags(ctx, speculative, num_draft_tokens)
+    speculation = speculation_flags(ctx, speculative, num_draft_tokens, draft_model, draft_dtype)
     if base is not None and speculation.enabled:
         raise BadInputError("--speculative applies to a model loaded here, not to --url",
                             hint="start the server with mlxctl serve --speculative ngram")

@@ -29,7 +29,7 @@ from mlxctl.engine.sampling import SamplingParams
 from mlxctl.engine.scheduler import Scheduler, SchedulerConfig, resolve_auto
 from mlxctl.engine.speculative import SpeculationConfig, SpeculationStats
 from mlxctl.engine.streams import RequestStream, delivered_together
-from mlxctl.errors import EngineError, MlxctlError
+from mlxctl.errors import BadInputError, EngineError, MlxctlError
 
 log = logging.getLogger("mlxctl.engine")
 
@@ -70,6 +70,7 @@ class Engine:
         self._preemptions = 0
         self.prefix: Any = None  # PrefixReuse, made on the engine thread
         self.speculation = SpeculationStats()
+        self.draft: Any = None  # LoadedModel of --draft-model
         self.speculates = False  # set once the model is loaded: speculation asked for and possible
         self._overhang = 0  # while a speculative step emits: cached tokens after the one being emitted
 
@@ -211,15 +212,19 @@ class Engine:
                                   self.scheduler.pace)
         cap = self.config.pool_cap_bytes
         self._pool_cap = default_pool_cap() if cap is None else cap
-        self.speculates = self.config.speculation.enabled and self._rollbackable()
+        spec = self.config.speculation
+        if spec.mode == "draft":
+            self.draft = load_draft(spec, self.model)
+        self.speculates = spec.enabled and self._rollbackable()
 
     def _rollbackable(self) -> bool:
-        """Whether the model's cache layers can drop a rejected draft: plain and quantised KV,
-        and sliding windows until they wrap (checked each step); not recurrent state, which
-        needs checkpoints to go back."""
+        """Whether the model's (and the draft model's) cache layers can drop a rejected draft:
+        plain and quantised KV, and sliding windows until they wrap (checked each step); not
+        recurrent state, which needs checkpoints to go back."""
         from mlx_lm.models.cache import can_trim_prompt_cache, make_prompt_cache
 
-        if can_trim_prompt_cache(make_prompt_cache(self.runner.model)):
+        models = [self.runner.model] + ([self.draft.model] if self.draft is not None else [])
+        if all(can_trim_prompt_cache(make_prompt_cache(m)) for m in models):
             return True
         log.warning("speculative decoding is off: this model's caches cannot roll back a rejected draft")
         return False
@@ -377,15 +382,15 @@ class Engine:
         """One step of a lone request with a draft: its pending token and the draft through
         the model at once, the accepted part (and the token after it) emitted, the rest of
         the draft cut from the cache. Without a draft, a plain decode step."""
-        from mlxctl.engine.speculative import NgramProposer, accept
+        from mlxctl.engine.speculative import DraftProposer, NgramProposer, accept
 
         batch, req = self.batch, self.batch.requests[0]
         pending = batch.tokens.tolist()[0]
         room = req.max_new_tokens - req.num_generated - 1  # tokens it may emit after the pending one
         if req.proposer is None:
-            req.proposer = NgramProposer()
-        req.proposer.sync(req.prompt_tokens + req.generated + [pending])
-        draft = req.proposer.propose(min(self.config.speculation.num_draft_tokens, room)) if room > 0 else []
+            req.proposer = NgramProposer() if self.draft is None else DraftProposer(self.draft.model)
+        draft = req.proposer.propose(req.prompt_tokens + req.generated + [pending],
+                                     min(self.config.speculation.num_draft_tokens, room)) if room > 0 else []
         if not draft or not _can_roll_back(batch.caches, len(draft) + 1):  # nothing recurs; a window about to wrap
             batch.keep(self._emit(*batch.advance(*self._decode())))
             return
@@ -504,6 +509,18 @@ def _wait_for_native_exit(tid: int | None, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while tid and os.path.exists(task) and time.monotonic() < deadline:
         time.sleep(0.001)
+
+
+def load_draft(spec: SpeculationConfig, target: Any) -> Any:
+    """``--draft-model``, loaded, once its vocabulary is known to be the target's."""
+    from mlxctl.engine.speculative import same_vocabulary
+    from mlxctl.generation import model_loader
+
+    draft = model_loader(spec.draft_model, spec.draft_dtype, None)()
+    if not same_vocabulary(draft.tokenizer, target.tokenizer):
+        raise BadInputError(f"the draft model {spec.draft_model} does not share the model's vocabulary "
+                            "(its token ids would mean other text)", hint="draft with a model of the same family")
+    return draft
 
 
 def _can_roll_back(cache: list[Any], n: int) -> bool:

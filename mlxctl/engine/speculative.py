@@ -26,7 +26,7 @@ from typing import Any
 
 from mlxctl.errors import BadInputError
 
-MODES = ("off", "ngram")
+MODES = ("off", "ngram", "draft")
 DEFAULT_DRAFT_TOKENS = 8
 MAX_DRAFT_TOKENS = 64
 NGRAM_MAX = 4  # the longest suffix looked up first
@@ -35,10 +35,12 @@ NGRAM_MIN = 2  # the shortest one tried before giving up (a single token matches
 
 @dataclass(frozen=True)
 class SpeculationConfig:
-    """``--speculative`` and ``--num-draft-tokens``."""
+    """``--speculative``, ``--num-draft-tokens``, ``--draft-model`` and ``--draft-dtype``."""
 
     mode: str = "off"
     num_draft_tokens: int = DEFAULT_DRAFT_TOKENS
+    draft_model: str | None = None  # mode "draft": the model reference that drafts
+    draft_dtype: str = "auto"
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -46,6 +48,11 @@ class SpeculationConfig:
         if not 1 <= self.num_draft_tokens <= MAX_DRAFT_TOKENS:
             raise BadInputError(f"num_draft_tokens must be between 1 and {MAX_DRAFT_TOKENS}, "
                                 f"got {self.num_draft_tokens}")
+        if self.mode == "draft" and not self.draft_model:
+            raise BadInputError("speculative mode draft needs a draft_model", hint="name a smaller model of the "
+                                "same family, e.g. its 4-bit or a smaller size")
+        if self.draft_model and self.mode != "draft":
+            raise BadInputError(f"a draft_model is used by speculative mode draft, not {self.mode}")
 
     @property
     def enabled(self) -> bool:
@@ -80,14 +87,13 @@ class NgramProposer:
         self._ends: dict[tuple[int, ...], int] = {}  # n-gram -> end (exclusive) of its latest occurrence
         self._indexed = 0  # n-grams ending at positions up to here are in ``_ends``
 
-    def sync(self, tokens: list[int]) -> None:
-        """Catch up with the request's tokens so far (prompt, then output; only appended to)."""
-        self.tokens.extend(tokens[len(self.tokens):])
-
-    def propose(self, k: int) -> list[int]:
+    def propose(self, history: list[int], k: int) -> list[int]:
         """Up to ``k`` tokens that followed the latest earlier occurrence of the longest suffix
-        found (``NGRAM_MAX`` tokens down to ``NGRAM_MIN``); [] when none recurs."""
-        tokens, end = self.tokens, len(self.tokens)
+        of ``history`` (the request's tokens so far, only ever appended to) found, from
+        ``NGRAM_MAX`` tokens down to ``NGRAM_MIN``; [] when none recurs."""
+        tokens = self.tokens
+        tokens.extend(history[len(tokens):])
+        end = len(tokens)
         # index the n-grams ending before the last position (the suffix itself must not match)
         for stop in range(self._indexed + 1, end):
             for n in range(NGRAM_MIN, min(NGRAM_MAX, stop) + 1):
@@ -98,6 +104,45 @@ class NgramProposer:
             if found is not None:
                 return tokens[found:found + k]
         return []
+
+
+class DraftProposer:
+    """A smaller model with the same vocabulary guesses the next ``k`` tokens greedily, with a
+    cache of its own per request. What it guessed and the target rejected is cut from that cache
+    at the next proposal; tokens it has not seen (the prompt at first, then the accepted and the
+    next token) go through it first, a chunk at a time."""
+
+    CHUNK = 512
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+        self.cache: list[Any] | None = None
+        self.cached: list[int] = []  # the tokens its cache holds
+        self._known = 0  # of those, how many are the request's own (not guesses)
+
+    def propose(self, history: list[int], k: int) -> list[int]:
+        import mlx.core as mx
+        from mlx_lm.models.cache import make_prompt_cache, trim_prompt_cache
+
+        if self.cache is None:
+            self.cache = make_prompt_cache(self.model)
+        keep = self._known
+        while keep < min(len(self.cached), len(history) - 1) and self.cached[keep] == history[keep]:
+            keep += 1
+        if len(self.cached) > keep:
+            trim_prompt_cache(self.cache, len(self.cached) - keep)
+        new = history[keep:]
+        for start in range(0, len(new) - 1, self.CHUNK):
+            self.model(mx.array([new[start:min(start + self.CHUNK, len(new) - 1)]]), cache=self.cache)
+            mx.eval([c.state for c in self.cache])
+        token = mx.argmax(self.model(mx.array([new[-1:]]), cache=self.cache)[:, -1, :], axis=-1)
+        draft = [token]
+        for _ in range(k - 1):
+            token = mx.argmax(self.model(token[:, None], cache=self.cache)[:, -1, :], axis=-1)
+            draft.append(token)
+        guessed = mx.concatenate(draft).tolist()
+        self.cached, self._known = history + guessed[:-1], len(history)
+        return guessed
 
 
 def accept(sampler: Any, logits: Any, drafts: list[int]) -> tuple[list[int], list[Any]]:
@@ -125,3 +170,12 @@ def _accepted(chosen: list[int], drafts: list[int]) -> list[int]:
     while n < len(drafts) and chosen[n] == drafts[n]:
         n += 1
     return chosen[:n + 1]
+
+
+def same_vocabulary(a: Any, b: Any) -> bool:
+    """Whether two tokenizers give every token the same id (a draft model must speak the
+    target's ids)."""
+    vocab_a, vocab_b = getattr(a, "get_vocab", None), getattr(b, "get_vocab", None)
+    if vocab_a is None or vocab_b is None:
+        return type(a) is type(b)
+    return vocab_a() == vocab_b()

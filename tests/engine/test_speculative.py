@@ -10,7 +10,7 @@ import pytest
 from mlxctl.engine.engine import Engine, EngineConfig
 from mlxctl.engine.events import FinishReason
 from mlxctl.engine.sampling import SamplingParams, TokenSampler
-from mlxctl.engine.speculative import NgramProposer, SpeculationConfig, accept
+from mlxctl.engine.speculative import NgramProposer, SpeculationConfig, accept, same_vocabulary
 from mlxctl.errors import BadInputError
 from tests.engine.tiny import tiny_loaded
 
@@ -28,26 +28,37 @@ NGRAM = EngineConfig(speculation=SpeculationConfig(mode="ngram", num_draft_token
 
 def test_the_draft_is_what_followed_the_latest_earlier_occurrence():
     p = NgramProposer()
-    p.sync([1, 2, 3, 4, 5, 9, 2, 3, 4, 7, 8, 2, 3])
-    assert p.propose(3) == [4, 7, 8]  # (2, 3) last seen before the end at positions 6-7
-    p.sync([1, 2, 3, 4, 5, 9, 2, 3, 4, 7, 8, 2, 3, 4, 5])
-    assert p.propose(4) == [9, 2, 3, 4]  # the longest suffix that recurs wins: (3, 4, 5)
+    assert p.propose([1, 2, 3, 4, 5, 9, 2, 3, 4, 7, 8, 2, 3], 3) == [4, 7, 8]  # (2, 3) last seen at 6-7
+    # the longest suffix that recurs wins: (3, 4, 5)
+    assert p.propose([1, 2, 3, 4, 5, 9, 2, 3, 4, 7, 8, 2, 3, 4, 5], 4) == [9, 2, 3, 4]
 
 
 def test_no_draft_when_nothing_recurs_and_never_the_suffix_itself():
     p = NgramProposer()
-    p.sync([5, 6, 7, 8])
-    assert p.propose(4) == []
-    p.sync([5, 6, 7, 8, 1])  # a single repeated token is not enough
-    assert p.propose(4) == []
-    p.sync([5, 6, 7, 8, 1, 5, 6])
-    assert p.propose(2) == [7, 8]
+    assert p.propose([5, 6, 7, 8], 4) == []
+    assert p.propose([5, 6, 7, 8, 1], 4) == []  # a single repeated token is not enough
+    assert p.propose([5, 6, 7, 8, 1, 5, 6], 2) == [7, 8]
 
 
 def test_the_draft_is_capped_at_k_and_at_what_exists():
-    p = NgramProposer()
-    p.sync([1, 2, 1, 2])
-    assert p.propose(8) == [1, 2]
+    assert NgramProposer().propose([1, 2, 1, 2], 8) == [1, 2]
+
+
+def test_a_draft_model_is_named_for_draft_mode_only():
+    with pytest.raises(BadInputError, match="speculative mode draft needs a draft_model"):
+        SpeculationConfig(mode="draft")
+    with pytest.raises(BadInputError, match="used by speculative mode draft, not ngram"):
+        SpeculationConfig(mode="ngram", draft_model="smollm2-135m")
+
+
+def test_a_draft_model_must_share_the_vocabulary(pair):
+    class Other:
+        def get_vocab(self):
+            return {"a": 0, "b": 1}
+
+    tokenizer = pair[0].model.tokenizer
+    assert same_vocabulary(tokenizer, tokenizer)
+    assert not same_vocabulary(tokenizer, Other())
 
 
 def test_bad_settings_are_refused():
@@ -130,6 +141,7 @@ def test_greedy_output_is_identical_and_drafts_are_accepted(pair, repeat_prompt)
     assert pair[0].stats()["speculative"] == {"mode": "off", "active": False}
 
 
+@pytest.mark.slow  # the real model end to end: the slow step
 def test_seeded_sampling_with_penalties_is_identical(pair, repeat_prompt):
     params = SamplingParams(temperature=0.3, top_p=0.9, seed=11, presence_penalty=0.2, max_tokens=50)
     plain, spec = both(pair, repeat_prompt, params)
@@ -137,6 +149,7 @@ def test_seeded_sampling_with_penalties_is_identical(pair, repeat_prompt):
     assert spec.timings.draft_tokens > 0
 
 
+@pytest.mark.slow  # the real model end to end: the slow step
 def test_logprobs_match_plain_decoding(pair, repeat_prompt):
     plain, spec = both(pair, repeat_prompt, SamplingParams(temperature=0, max_tokens=40, logprobs=True,
                                                            top_logprobs=3))
@@ -146,6 +159,7 @@ def test_logprobs_match_plain_decoding(pair, repeat_prompt):
         assert [t.token_id for t in a.top] == [t.token_id for t in b.top]
 
 
+@pytest.mark.slow  # the real model end to end: the slow step
 @pytest.mark.parametrize("cut", ["stop", "length"])
 def test_a_stop_string_or_the_length_limit_inside_an_accepted_draft(pair, repeat_prompt, cut):
     plain_text = both(pair, repeat_prompt, SamplingParams(temperature=0, max_tokens=60))[0].text
@@ -155,6 +169,20 @@ def test_a_stop_string_or_the_length_limit_inside_an_accepted_draft(pair, repeat
     assert (spec.text, spec.token_ids, spec.finish_reason) == (plain.text, plain.token_ids, plain.finish_reason)
     assert spec.finish_reason is (FinishReason.STOP if cut == "stop" else FinishReason.LENGTH)
     assert cut == "stop" or spec.usage.completion_tokens == 23
+
+
+@pytest.mark.slow  # the real model end to end: the slow step
+def test_the_4bit_model_drafting_for_the_float32_one_changes_nothing(pair, repeat_prompt, smollm2):
+    plain = pair[0].submit(repeat_prompt, SamplingParams(temperature=0, max_tokens=40)).collect()
+    seeded = SamplingParams(temperature=0.5, seed=5, max_tokens=30)
+    plain_seeded = pair[0].submit(repeat_prompt, seeded).collect()
+    config = EngineConfig(speculation=SpeculationConfig("draft", 4, draft_model=str(smollm2.path), draft_dtype="native"))
+    with Engine(lambda: pair[0].model, config) as engine:
+        assert any("Quantized" in type(m).__name__ for _, m in engine.draft.model.named_modules())
+        spec = engine.submit(repeat_prompt, SamplingParams(temperature=0, max_tokens=40)).collect()
+        assert spec.token_ids == plain.token_ids and spec.timings.accepted_tokens > 10
+        assert engine.submit(repeat_prompt, seeded).collect().token_ids == plain_seeded.token_ids
+        assert engine.stats()["speculative"]["mode"] == "draft"
 
 
 # -- the engine, tiny random models -------------------------------------------------------------

@@ -34,6 +34,7 @@ def servers(smollm2):
         engine.shutdown()
 
 
+@pytest.mark.slow  # two servers on the real model: the slow step
 def test_the_reply_is_unchanged_and_the_drafts_are_counted(servers):
     replies = []
     for url in servers:
@@ -51,6 +52,7 @@ def test_the_reply_is_unchanged_and_the_drafts_are_counted(servers):
     assert off == {"mode": "off", "active": False}
 
 
+@pytest.mark.slow  # two runs of the real model: the slow step
 def test_run_speculates_and_says_how_much_was_accepted(model_home):
     env = {"MLXCTL_HOME": str(model_home), "HF_HUB_OFFLINE": "1"}
     plain = run_cli("run", "-n", "40", "-t", "0", ASK, env=env)
@@ -61,15 +63,19 @@ def test_run_speculates_and_says_how_much_was_accepted(model_home):
     assert "accepted | TTFT" in spec.stderr and "| draft: " in spec.stderr
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--speculative", "medusa"], "mlxctl: error: unknown --speculative mode 'medusa'"),
-    (["--speculative", "ngram", "--num-draft-tokens", "0"],
+@pytest.mark.parametrize("command, args, message", [
+    ("run", ["--speculative", "medusa"], "mlxctl: error: unknown --speculative mode 'medusa'"),
+    ("serve", ["--speculative", "ngram", "--num-draft-tokens", "0"],
      "mlxctl: error: --num-draft-tokens must be between 1 and 64, got 0"),
-    (["--num-draft-tokens", "4"], "mlxctl: error: --num-draft-tokens needs --speculative"),
+    ("run", ["--num-draft-tokens", "4"], "mlxctl: error: --num-draft-tokens needs --speculative"),
+    ("serve", ["--speculative", "draft"], "mlxctl: error: --speculative draft needs --draft-model"),
+    ("run", ["--speculative", "ngram", "--draft-model", "smollm2-135m"],
+     "mlxctl: error: --draft-model needs --speculative draft"),
+    ("run", ["--speculative", "draft", "--draft-model", "smollm2-135m", "--draft-dtype", "f8"],
+     "mlxctl: error: --draft-dtype: unknown dtype 'f8'"),
 ])
-def test_bad_speculation_flags_are_one_line_errors(model_home, args, message):
-    for command in ("run", "serve"):
-        r = run_cli(command, *args, *(["hi"] if command == "run" else []),
-                    env={"MLXCTL_HOME": str(model_home), "HF_HUB_OFFLINE": "1"})
-        assert r.returncode == 4 and "Traceback" not in r.stderr, r.stderr
-        assert message in r.stderr.splitlines(), r.stderr
+def test_bad_speculation_flags_are_one_line_errors(model_home, command, args, message):
+    r = run_cli(command, *args, *(["hi"] if command == "run" else []),
+                env={"MLXCTL_HOME": str(model_home), "HF_HUB_OFFLINE": "1"})
+    assert r.returncode == 4 and "Traceback" not in r.stderr, r.stderr
+    assert message in r.stderr.splitlines(), r.stderr
