@@ -32,6 +32,8 @@ def completion_json(done: Completion, model_name: str) -> dict:
                   "total_tokens": done.usage.total_tokens},
         "timings": {"ttft_s": t.ttft_s, "prompt_tps": t.prefill_tps, "decode_tps": t.decode_tps, "e2e_s": t.e2e_s},
     }
+    if t.draft_tokens:  # --speculative: draft tokens checked and accepted
+        result["timings"].update(draft_tokens=t.draft_tokens, accepted_tokens=t.accepted_tokens)
     if done.logprobs is not None:
         result["logprobs"] = [
             {"token_id": lp.token_id, "logprob": lp.logprob,

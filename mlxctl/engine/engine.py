@@ -18,6 +18,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
+from mlxctl.engine import speculative_step
 from mlxctl.engine.batch import DecodeBatch
 from mlxctl.engine.events import FinishEvent, FinishReason, TokenLogprob
 from mlxctl.engine.limits import check_prompt
@@ -73,6 +74,8 @@ class Engine:
         self.draft: Any = None  # LoadedModel of --draft-model
         self.speculates = False  # set once the model is loaded: speculation asked for and possible
         self._overhang = 0  # while a speculative step emits: cached tokens after the one being emitted
+        self._emitted = 0  # tokens emitted so far (what a step did, for the speculation policy)
+        self.spec_policy = speculative_step.Policy()
 
     # -- caller side ------------------------------------------------------------------------
 
@@ -171,6 +174,7 @@ class Engine:
         if spec.enabled:
             out["num_draft_tokens"] = spec.num_draft_tokens
             out.update(self.speculation.as_dict())
+            out["tokens_per_s"] = self.spec_policy.snapshot()
         return out
 
     def clear_prefix_cache(self, timeout: float = 30.0, *, disk: bool = False) -> int:
@@ -356,10 +360,11 @@ class Engine:
 
     def _step(self) -> None:
         plan = self.scheduler.schedule()
-        rows = len(self.batch)
+        rows, start, emitted = len(self.batch), time.perf_counter(), self._emitted
         pending = None
-        if self._speculating():
-            self._speculate()
+        speculative = speculative_step.eligible(self) and self.spec_policy.choose(rows)
+        if speculative:
+            speculative_step.speculate(self)
         elif rows:
             pending = self.batch.advance(*self._decode())
         joiners = self.prompts.run(plan.prefill)
@@ -368,46 +373,9 @@ class Engine:
         self.prompts.remember_held()
         for joiner in joiners:
             self._join(joiner)
+        if self.speculates and rows and not plan.prefill:
+            self.spec_policy.record(rows, speculative, self._emitted - emitted, time.perf_counter() - start)
         self._housekeeping(changed=bool(joiners) or len(self.batch) < rows)
-
-    def _speculating(self) -> bool:
-        """Whether this step checks a draft: a lone request, plain caches, no grammar, no images
-        (see engine/speculative.py)."""
-        if not self.speculates or len(self.batch) != 1 or self.batch.batched:
-            return False
-        req = self.batch.requests[0]
-        return req.constraint is None and not req.images and not req.aborted
-
-    def _speculate(self) -> None:
-        """One step of a lone request with a draft: its pending token and the draft through
-        the model at once, the accepted part (and the token after it) emitted, the rest of
-        the draft cut from the cache. Without a draft, a plain decode step."""
-        from mlxctl.engine.speculative import DraftProposer, NgramProposer, accept
-
-        batch, req = self.batch, self.batch.requests[0]
-        pending = batch.tokens.tolist()[0]
-        room = req.max_new_tokens - req.num_generated - 1  # tokens it may emit after the pending one
-        if req.proposer is None:
-            req.proposer = NgramProposer() if self.draft is None else DraftProposer(self.draft.model)
-        draft = req.proposer.propose(req.prompt_tokens + req.generated + [pending],
-                                     min(self.config.speculation.num_draft_tokens, room)) if room > 0 else []
-        if not draft or not _can_roll_back(batch.caches, len(draft) + 1):  # nothing recurs; a window about to wrap
-            batch.keep(self._emit(*batch.advance(*self._decode())))
-            return
-        logits = self.runner.verify(batch, [pending, *draft])
-        tokens, samples = accept(req.sampler, logits, draft)
-        _trim(batch.caches, len(draft) + 1 - len(tokens))
-        req.speculation.add(len(draft), len(tokens) - 1)
-        self.speculation.add(len(draft), len(tokens) - 1)
-        emitted = [(pending, batch.samples[0])] + list(zip(tokens[:-1], samples[:-1]))
-        for i, (token, sample) in enumerate(emitted):  # the cache holds all of these
-            self._overhang = len(emitted) - 1 - i  # what an answer remembered at a stop here must not keep
-            finished = self._emit_one(req, token, sample, 0)
-            self._overhang = 0
-            if finished is not None:
-                batch.keep([])
-                return
-        batch.tokens, batch.samples = _as_tokens(tokens[-1:]), samples[-1:]
 
     def _join(self, joiner: Joiner) -> None:
         self.prompts.hold(joiner)
@@ -437,6 +405,7 @@ class Engine:
             self._finish(req, FinishReason.ERROR, EngineError(matcher.error))
             return FinishReason.ERROR
         req.num_generated += 1
+        self._emitted += 1
         req.generated.append(token_id)
         if req.first_token is None:
             req.first_token = time.perf_counter()
@@ -458,7 +427,7 @@ class Engine:
         queued this round fed the last token in, so the batch's KV covers all of them."""
         if self.prefix.enabled:
             cache = self.batch.extract(row)
-            _trim(cache, self._overhang)  # accepted draft tokens after the stop (a lone row's own cache)
+            speculative_step.trim(cache, self._overhang)  # accepted draft tokens after the stop
             self.prefix.remember_answer(req, cache)
 
     def _finish(self, req: Request, reason: FinishReason, error: BaseException | None = None) -> None:
@@ -521,27 +490,6 @@ def load_draft(spec: SpeculationConfig, target: Any) -> Any:
         raise BadInputError(f"the draft model {spec.draft_model} does not share the model's vocabulary "
                             "(its token ids would mean other text)", hint="draft with a model of the same family")
     return draft
-
-
-def _can_roll_back(cache: list[Any], n: int) -> bool:
-    """Whether ``n`` tokens written to ``cache`` can all be cut again (a sliding window cuts
-    nothing once it has wrapped)."""
-    from mlx_lm.models.cache import RotatingKVCache
-
-    return all(c.is_trimmable() and (type(c) is not RotatingKVCache or c.offset + n <= c.max_size) for c in cache)
-
-
-def _trim(cache: list[Any], n: int) -> None:
-    if n > 0:
-        from mlx_lm.models.cache import trim_prompt_cache
-
-        trim_prompt_cache(cache, n)
-
-
-def _as_tokens(tokens: list[int]) -> Any:
-    import mlx.core as mx
-
-    return mx.array(tokens, dtype=mx.int32)
 
 
 def _vocab_size(loaded: Any) -> int:

@@ -192,10 +192,10 @@ class ModelRunner:
         return nxt
 
 
-    def verify(self, batch: DecodeBatch, tokens: list[int]) -> mx.array:
-        """(len(tokens), V) logits of a lone row's pass over ``tokens``: its pending token, then
-        a draft (engine/speculative.py). The cache keeps all of them until trimmed."""
-        return self.model(mx.array([tokens]), cache=batch.caches)[0]
+    def verify(self, batch: DecodeBatch, rows: list[list[int]]) -> mx.array:
+        """(B, L, V) logits of the rows' pass over ``rows`` (each its pending token, then a draft
+        of L - 1; engine/speculative_step.py). The caches keep all of them until cut."""
+        return self.model(mx.array(rows), cache=batch.caches)
 
 
 PADDABLE = {"KVCache", "RotatingKVCache"}  # cache layers that take left padding exactly

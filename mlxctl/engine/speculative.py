@@ -165,6 +165,17 @@ def accept(sampler: Any, logits: Any, drafts: list[int]) -> tuple[list[int], lis
     return tokens, [o.logprobs for o in outs[:len(tokens)]]
 
 
+def accept_rows(samplers: list[Any], logits: Any, drafts: list[list[int]]) -> list[tuple[list[int], list[Any]]]:
+    """:func:`accept` for each row of (B, L, V) ``logits``; the plain greedy rows from one argmax."""
+    import mlx.core as mx
+
+    plain = [i for i, s in enumerate(samplers) if s.is_plain_greedy]
+    chosen = dict(zip(plain, mx.argmax(logits[mx.array(plain)] if len(plain) < len(samplers) else logits,
+                                       axis=-1).tolist())) if plain else {}
+    return [(_accepted(chosen[i], d), [None] * (len(d) + 1)) if i in chosen else accept(samplers[i], logits[i], d)
+            for i, d in enumerate(drafts)]
+
+
 def _accepted(chosen: list[int], drafts: list[int]) -> list[int]:
     n = 0
     while n < len(drafts) and chosen[n] == drafts[n]:

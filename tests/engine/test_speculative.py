@@ -219,3 +219,60 @@ def test_a_recurrent_model_does_not_speculate_and_says_so(caplog):
     assert outs[0].token_ids == outs[1].token_ids
     assert stats["active"] is False and stats["draft_tokens"] == 0
     assert "cannot roll back a rejected draft" in caplog.text
+
+
+# -- batches ------------------------------------------------------------------------------------
+
+def test_rows_that_kept_less_are_rolled_right_under_more_left_padding():
+    from types import SimpleNamespace
+
+    from mlx_lm.models.cache import BatchKVCache
+
+    from mlxctl.engine.speculative_step import _cut
+
+    cache = BatchKVCache(left_padding=[0, 1])
+    keys = mx.arange(2 * 6, dtype=mx.float32).reshape(2, 1, 6, 1)
+    cache.update_and_fetch(keys, keys + 100)
+    batch = SimpleNamespace(caches=[cache], batched=True, left=[0, 1])
+    _cut(batch, kept=[3, 1], written=3)  # the last 3 positions were a draft check: row 0 keeps 3, row 1 one
+    assert cache._idx == 6 and cache.left_padding.tolist() == [0, 3] and batch.left == [0, 3]
+    assert cache.offset.tolist() == [6, 3]  # row 1: 5 real tokens before, less the 2 it did not keep
+    k, v = cache.keys_and_values()
+    assert k[0, 0, :, 0].tolist() == keys[0, 0, :, 0].tolist()
+    assert k[1, 0, 3:, 0].tolist() == keys[1, 0, 1:4, 0].tolist()  # its kept tokens now end at the last column
+    assert v[1, 0, 3:, 0].tolist() == (keys[1, 0, 1:4, 0] + 100).tolist()
+    _cut(batch, kept=[1, 2], written=3)  # what no row kept is cut for all, then the roll
+    assert cache._idx == 5 and cache.left_padding.tolist() == [1, 3] and batch.left == [1, 3]
+
+
+def test_the_policy_speculates_where_it_pays_and_rechecks():
+    from mlxctl.engine.speculative_step import Policy
+
+    policy = Policy()
+    assert policy.choose(4)  # unknown: try it
+    policy.record(4, True, 8, 1.0)  # 8 tok/s speculating
+    assert not policy.choose(4)  # then measure plain
+    policy.record(4, False, 4, 1.0)  # the refill step after a speculative one is not counted
+    assert policy.rates == {(4, True): 8.0}
+    policy.record(4, False, 4, 0.1)  # 40 tok/s plain
+    assert [policy.choose(4) for _ in range(Policy.RECHECK)] == [False] * (Policy.RECHECK - 1) + [True]
+    assert policy.choose(1)  # each batch size on its own
+    policy.record(4, True, 80, 1.0)
+    assert policy.rates[(4, True)] == pytest.approx(8 + 0.25 * 72)
+    assert policy.snapshot() == {"4": {"plain": 40.0, "speculative": 26.0}}
+
+
+@pytest.mark.slow  # the real model end to end: the slow step
+def test_a_batch_of_repeating_requests_speculates_row_by_row(pair):
+    from mlxctl.api.prompt import chat_messages, render_chat
+
+    tokenizer = pair[0].model.tokenizer
+    asks = [CODE[:200], CODE[100:], "Write a haiku about the sea."]
+    prompts = [render_chat(tokenizer, chat_messages("Repeat this code exactly:\n\n" + a)) for a in asks]
+    params = SamplingParams(temperature=0, max_tokens=40)
+    alone = [pair[0].submit(p, params).collect().token_ids for p in prompts]
+    before = pair[1].stats()["speculative"]["steps"]
+    streams = [pair[1].submit(p, params) for p in prompts]
+    assert [s.collect().token_ids for s in streams] == alone
+    assert pair[1].stats()["speculative"]["steps"] > before
+    assert "3" in pair[1].stats()["speculative"]["tokens_per_s"]

@@ -4,6 +4,8 @@ and the drafts are counted in /v1/status, /metrics and `run -v`."""
 
 from __future__ import annotations
 
+import json
+
 import httpx
 import openai
 import pytest
@@ -61,6 +63,9 @@ def test_run_speculates_and_says_how_much_was_accepted(model_home):
     assert plain.returncode == 0 and spec.returncode == 0, spec.stderr
     assert spec.stdout == plain.stdout
     assert "accepted | TTFT" in spec.stderr and "| draft: " in spec.stderr
+    as_json = json.loads(run_cli("run", "-n", "40", "-t", "0", "--speculative", "ngram", "--json", ASK, env=env).stdout)
+    assert as_json["timings"]["accepted_tokens"] > 0 and "draft_tokens" not in json.loads(
+        run_cli("run", "-n", "4", "-t", "0", "--json", ASK, env=env).stdout)["timings"]
 
 
 @pytest.mark.parametrize("command, args, message", [

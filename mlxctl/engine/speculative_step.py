@@ -1,0 +1,167 @@
+"""A decode step that checks drafts (engine/speculative.py), for one request or a batch.
+
+Each row goes through the model with its pending token and a draft, all rows the same length
+(a shorter draft is filled out with the row's pending token; what the model agrees with is
+accepted like any draft token, the rest is cut). Rows accept different counts: the caches are
+cut to the row that kept the most, and every other row is rolled right by what it kept less,
+its left padding growing by as much (what mlx-lm's ``BatchKVCache.finalize`` does with right
+padding), so all rows end at the same column again. The batch's host mirror of the padding is
+updated with it.
+
+Runs when every row may speculate (no grammar, no images), the batch is at most
+``MAX_ROWS`` rows (beyond that a step is compute-bound and a draft costs what it saves), and
+its caches can drop what they were given: a lone request's plain caches (KV, quantised KV,
+sliding windows until they wrap) or a batch's plain batched KV layers.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+MAX_ROWS = 8
+
+
+def eligible(engine: Any) -> bool:
+    """Whether this step checks drafts."""
+    batch = engine.batch
+    if not engine.speculates or not 0 < len(batch) <= MAX_ROWS:
+        return False
+    if batch.batched and not _plain_batched(batch.caches):
+        return False
+    return all(r.constraint is None and not r.images and not r.aborted for r in batch.requests)
+
+
+def speculate(engine: Any) -> None:
+    """One step: drafts proposed on the host, checked in one forward pass, the accepted tokens
+    (and each row's next token) emitted, the rest cut from the caches. Without any draft, a plain
+    decode step."""
+    from mlxctl.engine.speculative import DraftProposer, NgramProposer, accept_rows
+
+    batch = engine.batch
+    reqs, pendings, first = list(batch.requests), batch.tokens.tolist(), list(batch.samples)
+    drafts = []
+    for req, pending in zip(reqs, pendings):
+        room = req.max_new_tokens - req.num_generated - 1  # tokens it may emit after the pending one
+        if req.proposer is None:
+            req.proposer = NgramProposer() if engine.draft is None else DraftProposer(engine.draft.model)
+        k = min(engine.config.speculation.num_draft_tokens, room)
+        drafts.append(req.proposer.propose(req.prompt_tokens + req.generated + [pending], k) if k > 0 else [])
+    width = max(len(d) for d in drafts)
+    if not width or (not batch.batched and not _can_roll_back(batch.caches, width + 1)):
+        batch.keep(engine._emit(*batch.advance(*engine._decode())))  # nothing recurs; a window about to wrap
+        return
+    rows = [[p, *d, *[p] * (width - len(d))] for p, d in zip(pendings, drafts)]
+    logits = engine.runner.verify(batch, rows)
+    checked = accept_rows([r.sampler for r in reqs], logits, [row[1:] for row in rows])
+    _cut(batch, [len(tokens) for tokens, _ in checked], width + 1)
+    keep = []
+    for i, (req, (tokens, samples)) in enumerate(zip(reqs, checked)):
+        if drafts[i]:  # a filled-out row's matches count as its next tokens, not as accepted drafts
+            accepted = min(len(tokens) - 1, len(drafts[i]))
+            req.speculation.add(len(drafts[i]), accepted)
+            engine.speculation.add(len(drafts[i]), accepted)
+        if _emit_row(engine, req, i, [(pendings[i], first[i]), *zip(tokens[:-1], samples[:-1])]):
+            keep.append(i)
+    batch.tokens = _as_tokens([tokens[-1] for tokens, _ in checked])
+    batch.samples = [samples[-1] for _, samples in checked]
+    batch.keep(keep)
+
+
+def _emit_row(engine: Any, req: Any, row: int, emitted: list) -> bool:
+    """Emit a row's tokens in order; False once one ends the request (the rest are dropped)."""
+    for i, (token, sample) in enumerate(emitted):  # the cache holds all of these
+        engine._overhang = len(emitted) - 1 - i  # what an answer remembered at a stop here must not keep
+        finished = engine._emit_one(req, token, sample, row)
+        engine._overhang = 0
+        if finished is not None:
+            return False
+    return True
+
+
+def _cut(batch: Any, kept: list[int], written: int) -> None:
+    """Each row keeps ``kept[i]`` of the ``written`` positions just filled: cut the rest."""
+    most = max(kept)
+    trim(batch.caches, written - most)
+    if not batch.batched or most == min(kept):
+        return
+    import mlx.core as mx
+    from mlx_lm.models.cache import dynamic_roll
+
+    short = [most - k for k in kept]
+    shift = mx.array(short)
+    for c in batch.caches:
+        c.keys = dynamic_roll(c.keys, shift[:, None], axis=2)
+        c.values = dynamic_roll(c.values, shift[:, None], axis=2)
+        c.offset = c.offset - shift
+        c.left_padding = c.left_padding + shift
+    batch.left = [p + s for p, s in zip(batch.left, short)]
+
+
+def _plain_batched(caches: list[Any]) -> bool:
+    from mlx_lm.models.cache import BatchKVCache
+
+    return all(type(c) is BatchKVCache for c in caches)
+
+
+def _can_roll_back(cache: list[Any], n: int) -> bool:
+    """Whether ``n`` tokens written to a lone request's ``cache`` can all be cut again (a
+    sliding window cuts nothing once it has wrapped)."""
+    from mlx_lm.models.cache import RotatingKVCache
+
+    return all(c.is_trimmable() and (type(c) is not RotatingKVCache or c.offset + n <= c.max_size) for c in cache)
+
+
+def trim(cache: list[Any], n: int) -> None:
+    if n > 0:
+        from mlx_lm.models.cache import trim_prompt_cache
+
+        trim_prompt_cache(cache, n)
+
+
+def _as_tokens(tokens: list[int]) -> Any:
+    import mlx.core as mx
+
+    return mx.array(tokens, dtype=mx.int32)
+
+
+class Policy:
+    """Whether drafts pay, per batch size, measured: moving averages of the tokens per second of
+    speculative steps and of plain ones (steps that did nothing else). A size speculates until
+    both are known, then while its speculative rate is at least the plain one; a size that
+    stopped tries again every ``RECHECK`` plain steps (what the requests repeat changes). On a
+    GPU a pass over a few tokens per row costs about one over one token, so drafts pay at every
+    size up to ``MAX_ROWS``; on a CPU a batch is compute-bound and they do not."""
+
+    RECHECK = 32
+    WEIGHT = 0.25  # of the newest step in the moving average
+
+    def __init__(self) -> None:
+        self.rates: dict[tuple[int, bool], float] = {}  # (rows, speculative) -> tokens/s
+        self._plain_steps: dict[int, int] = {}  # rows -> plain steps since the last speculative one
+        self._after_spec = False  # the plain step right after a speculative one only refills the pipeline
+
+    def choose(self, rows: int) -> bool:
+        spec, plain = self.rates.get((rows, True)), self.rates.get((rows, False))
+        if spec is None or (plain is not None and spec >= plain):
+            return True
+        if plain is None:
+            return False
+        waited = self._plain_steps.get(rows, 0) + 1
+        self._plain_steps[rows] = 0 if waited >= self.RECHECK else waited
+        return waited >= self.RECHECK
+
+    def record(self, rows: int, speculative: bool, tokens: int, seconds: float) -> None:
+        """A step of ``rows`` rows that emitted ``tokens`` in ``seconds`` and ran no prompt work."""
+        refill, self._after_spec = self._after_spec and not speculative, speculative
+        if refill or tokens <= 0 or seconds <= 0:
+            return
+        rate, key = tokens / seconds, (rows, speculative)
+        old = self.rates.get(key)
+        self.rates[key] = rate if old is None else old + self.WEIGHT * (rate - old)
+
+    def snapshot(self) -> dict:
+        """{batch size: {"speculative": tok/s, "plain": tok/s}} as measured so far."""
+        out: dict = {}
+        for (rows, speculative), rate in sorted(self.rates.items()):
+            out.setdefault(str(rows), {})["speculative" if speculative else "plain"] = round(rate, 1)
+        return out
