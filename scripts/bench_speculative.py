@@ -1,13 +1,16 @@
 """Speculative decoding against plain decoding, one request, in one process (issue 19).
 
   python scripts/bench_speculative.py [--model REF] [--dtype auto] [--code-tokens 200]
-         [--max-tokens 200] [--reps 3] [--draft 8[,4,...]] [--draft-model REF [--draft-dtype native]] [--json]
+         [--max-tokens 200] [--reps 3] [--draft 8[,4,...]] [--draft-model REF [--draft-dtype native]]
+         [--batch N] [--json]
 
 The prompt asks the model to repeat about --code-tokens tokens of this repository's source
 (the edit-like case prompt lookup feeds on). Each round runs the engine without speculation,
 then with ``--speculative ngram`` (and ``draft``, given --draft-model) at each --draft size, greedy, on the same loaded model,
-interleaved A B C A B C; decode tok/s is the engine's own (first token to finish). Every
-speculative reply is compared with the plain one, token for token.
+interleaved A B C A B C; decode tok/s is the engine's own (first token to finish). With --batch N,
+N requests go at once (each repeating another part of the code) and the rate is all their
+tokens over the wall time. Every speculative reply is compared with the plain one, token for
+token.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import argparse
 import json
 import statistics
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -32,16 +36,20 @@ def parse() -> argparse.Namespace:
     p.add_argument("--draft", default="8", help="comma-separated --num-draft-tokens values")
     p.add_argument("--draft-model", default=None, help="also --speculative draft with this model, at each --draft size")
     p.add_argument("--draft-dtype", default="auto")
+    p.add_argument("--batch", type=int, default=1,
+                   help="requests at once, each asked to repeat another part of the code (1: one request)")
     p.add_argument("--json", action="store_true")
     return p.parse_args()
 
 
-def repeat_prompt(tokenizer, code_tokens: int) -> list[int]:
+def repeat_prompt(tokenizer, code_tokens: int, part: int = 0) -> list[int]:
+    """The chat prompt asking to repeat ``code_tokens`` tokens of batch.py, from ``part`` times
+    that many tokens into ``class DecodeBatch``."""
     from mlxctl.api.prompt import chat_messages, render_chat
 
     source = (ROOT / "mlxctl" / "engine" / "batch.py").read_text()
-    body = source[source.index("class DecodeBatch"):]
-    code = tokenizer.decode(tokenizer.encode(body, add_special_tokens=False)[:code_tokens])
+    ids = tokenizer.encode(source[source.index("class DecodeBatch"):], add_special_tokens=False)
+    code = tokenizer.decode(ids[part * code_tokens:(part + 1) * code_tokens])
     return render_chat(tokenizer, chat_messages("Repeat this code exactly, with no changes:\n\n" + code))
 
 
@@ -53,7 +61,8 @@ def main() -> int:
     from mlxctl.generation import model_loader
 
     loaded = model_loader(args.model, args.dtype, lambda m: print(m, file=sys.stderr))()
-    prompt = repeat_prompt(loaded.tokenizer, args.code_tokens)
+    prompts = [repeat_prompt(loaded.tokenizer, args.code_tokens, part) for part in range(args.batch)]
+    prompt = prompts[0]
     configs = {"off": SpeculationConfig()}
     configs.update({f"ngram{k}": SpeculationConfig("ngram", int(k)) for k in args.draft.split(",")})
     if args.draft_model:
@@ -68,15 +77,20 @@ def main() -> int:
     replies: dict[str, set] = {name: set() for name in engines}
     for _ in range(args.reps):
         for name, engine in engines.items():
-            done = engine.submit(prompt, params).collect()
-            rates[name].append(done.timings.decode_tps)
-            t = done.timings
-            accepted[name].append(t.accepted_tokens / t.draft_tokens if t.draft_tokens else 0.0)
-            replies[name].add(done.token_ids)
+            start = time.perf_counter()
+            done = [s.collect() for s in [engine.submit(p, params) for p in prompts]]
+            wall = time.perf_counter() - start
+            # one request: its own decode rate; a batch: every token of every request over the wall time
+            rates[name].append(done[0].timings.decode_tps if args.batch == 1 else
+                               sum(d.usage.completion_tokens for d in done) / wall)
+            drafted = sum(d.timings.draft_tokens for d in done)
+            accepted[name].append(sum(d.timings.accepted_tokens for d in done) / drafted if drafted else 0.0)
+            replies[name].add(tuple(d.token_ids for d in done))
     for engine in engines.values():
         engine.shutdown()
     base = statistics.median(rates["off"])
     result = {"model": loaded.name, "prompt_tokens": len(prompt), "max_tokens": args.max_tokens, "reps": args.reps,
+              "batch": args.batch,
               "runs": {name: {"decode_tps": [round(r, 1) for r in rates[name]],
                               "median_tps": round(statistics.median(rates[name]), 1),
                               "speedup": round(statistics.median(rates[name]) / base, 2),
@@ -85,7 +99,8 @@ def main() -> int:
     if args.json:
         print(json.dumps(result, indent=1))
     else:
-        print(f"{result['model']}: {len(prompt)}-token prompt, {args.max_tokens} new tokens, {args.reps} rounds")
+        print(f"{result['model']}: {len(prompt)}-token prompt, {args.max_tokens} new tokens, {args.reps} rounds, "
+              f"{args.batch} request(s) at once")
         for name, r in result["runs"].items():
             print(f"  {name:>8}: {r['median_tps']:7.1f} tok/s {r['decode_tps']}  x{r['speedup']}  "
                   f"accepted {r['acceptance']:.0%}  same reply: {r['same_reply_as_off']}")

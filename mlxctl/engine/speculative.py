@@ -59,18 +59,32 @@ class SpeculationConfig:
         return self.mode != "off"
 
 
+MISSES = 3  # drafts in a row with nothing accepted before a request pauses drafting
+PAUSE_TOKENS = 32  # tokens it then decodes plainly before it drafts again
+
+
 @dataclass
 class SpeculationStats:
-    """Draft tokens checked and accepted (per request, and the engine's totals)."""
+    """Draft tokens checked and accepted (per request, and the engine's totals). Per request,
+    also when it drafts again: after ``MISSES`` drafts in a row with nothing accepted (its text
+    does not repeat, or the draft model guesses wrong) it pauses for ``PAUSE_TOKENS`` tokens."""
 
     steps: int = 0  # forward passes that checked a draft
     drafted: int = 0
     accepted: int = 0
+    misses: int = 0  # drafts in a row with nothing accepted
+    paused_until: int = 0  # a request: it drafts again once it has generated this many tokens
 
-    def add(self, drafted: int, accepted: int) -> None:
+    def add(self, drafted: int, accepted: int, generated: int = 0) -> None:
         self.steps += 1
         self.drafted += drafted
         self.accepted += accepted
+        self.misses = 0 if accepted else self.misses + 1
+        if self.misses >= MISSES:
+            self.misses, self.paused_until = 0, generated + PAUSE_TOKENS
+
+    def drafting(self, generated: int) -> bool:
+        return generated >= self.paused_until
 
     def as_dict(self) -> dict:
         rate = self.accepted / self.drafted if self.drafted else 0.0

@@ -8,7 +8,8 @@ its left padding growing by as much (what mlx-lm's ``BatchKVCache.finalize`` doe
 padding), so all rows end at the same column again. The batch's host mirror of the padding is
 updated with it.
 
-Runs when every row may speculate (no grammar, no images), the batch is at most
+Runs when every row may speculate (no grammar, no images) and one at least is drafting (a
+request pauses after drafts that keep failing: ``SpeculationStats``), the batch is at most
 ``MAX_ROWS`` rows (beyond that a step is compute-bound and a draft costs what it saves), and
 its caches can drop what they were given: a lone request's plain caches (KV, quantised KV,
 sliding windows until they wrap) or a batch's plain batched KV layers.
@@ -28,7 +29,9 @@ def eligible(engine: Any) -> bool:
         return False
     if batch.batched and not _plain_batched(batch.caches):
         return False
-    return all(r.constraint is None and not r.images and not r.aborted for r in batch.requests)
+    reqs = batch.requests
+    return all(r.constraint is None and not r.images and not r.aborted for r in reqs) and \
+        any(r.speculation.drafting(r.num_generated) for r in reqs)
 
 
 def speculate(engine: Any) -> None:
@@ -44,7 +47,7 @@ def speculate(engine: Any) -> None:
         room = req.max_new_tokens - req.num_generated - 1  # tokens it may emit after the pending one
         if req.proposer is None:
             req.proposer = NgramProposer() if engine.draft is None else DraftProposer(engine.draft.model)
-        k = min(engine.config.speculation.num_draft_tokens, room)
+        k = min(engine.config.speculation.num_draft_tokens, room) if req.speculation.drafting(req.num_generated) else 0
         drafts.append(req.proposer.propose(req.prompt_tokens + req.generated + [pending], k) if k > 0 else [])
     width = max(len(d) for d in drafts)
     if not width or (not batch.batched and not _can_roll_back(batch.caches, width + 1)):
@@ -58,7 +61,7 @@ def speculate(engine: Any) -> None:
     for i, (req, (tokens, samples)) in enumerate(zip(reqs, checked)):
         if drafts[i]:  # a filled-out row's matches count as its next tokens, not as accepted drafts
             accepted = min(len(tokens) - 1, len(drafts[i]))
-            req.speculation.add(len(drafts[i]), accepted)
+            req.speculation.add(len(drafts[i]), accepted, req.num_generated)
             engine.speculation.add(len(drafts[i]), accepted)
         if _emit_row(engine, req, i, [(pendings[i], first[i]), *zip(tokens[:-1], samples[:-1])]):
             keep.append(i)

@@ -276,3 +276,17 @@ def test_a_batch_of_repeating_requests_speculates_row_by_row(pair):
     assert [s.collect().token_ids for s in streams] == alone
     assert pair[1].stats()["speculative"]["steps"] > before
     assert "3" in pair[1].stats()["speculative"]["tokens_per_s"]
+
+
+def test_a_request_whose_drafts_keep_failing_pauses_drafting():
+    from mlxctl.engine.speculative import MISSES, PAUSE_TOKENS, SpeculationStats
+
+    stats = SpeculationStats()
+    stats.add(4, 2, generated=10)
+    for n in range(MISSES - 1):
+        stats.add(4, 0, generated=11 + n)
+        assert stats.drafting(12 + n)
+    stats.add(4, 0, generated=20)
+    assert not stats.drafting(20) and not stats.drafting(20 + PAUSE_TOKENS - 1)
+    assert stats.drafting(20 + PAUSE_TOKENS) and stats.misses == 0
+    assert stats.as_dict()["draft_tokens"] == 4 * (MISSES + 1)
