@@ -76,6 +76,7 @@ class Engine:
         self._overhang = 0  # while a speculative step emits: cached tokens after the one being emitted
         self._emitted = 0  # tokens emitted so far (what a step did, for the speculation policy)
         self.spec_policy = speculative_step.Policy()
+        self.spec_rows = speculative_step.MAX_ROWS  # the largest batch that speculates (set at load)
 
     # -- caller side ------------------------------------------------------------------------
 
@@ -220,6 +221,7 @@ class Engine:
         if spec.mode == "draft":
             self.draft = load_draft(spec, self.model)
         self.speculates = spec.enabled and self._rollbackable()
+        self.spec_rows = spec.max_rows or speculative_step.max_rows()
 
     def _rollbackable(self) -> bool:
         """Whether the model's (and the draft model's) cache layers can drop a rejected draft:

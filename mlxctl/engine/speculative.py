@@ -41,6 +41,7 @@ class SpeculationConfig:
     num_draft_tokens: int = DEFAULT_DRAFT_TOKENS
     draft_model: str | None = None  # mode "draft": the model reference that drafts
     draft_dtype: str = "auto"
+    max_rows: int | None = None  # the largest batch that speculates (None: by backend, speculative_step.max_rows)
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:

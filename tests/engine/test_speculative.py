@@ -21,7 +21,8 @@ CODE = '''def keep(self, rows: list[int]) -> None:
     self.samples = [self.samples[i] for i in rows]
     self.tokens = self.tokens[mx.array(rows)]
 '''
-NGRAM = EngineConfig(speculation=SpeculationConfig(mode="ngram", num_draft_tokens=6))
+# batches speculate on the CPU too (by default only a lone request does there)
+NGRAM = EngineConfig(speculation=SpeculationConfig(mode="ngram", num_draft_tokens=6, max_rows=8))
 
 
 # -- the proposer -------------------------------------------------------------------------------
@@ -243,6 +244,14 @@ def test_rows_that_kept_less_are_rolled_right_under_more_left_padding():
     assert v[1, 0, 3:, 0].tolist() == (keys[1, 0, 1:4, 0] + 100).tolist()
     _cut(batch, kept=[1, 2], written=3)  # what no row kept is cut for all, then the roll
     assert cache._idx == 5 and cache.left_padding.tolist() == [1, 3] and batch.left == [1, 3]
+
+
+def test_on_the_cpu_only_a_lone_request_speculates_by_default():
+    from mlxctl.engine.speculative_step import MAX_ROWS, max_rows
+
+    assert max_rows() == (1 if mx.default_device() == mx.cpu else MAX_ROWS)
+    with Engine(lambda: tiny_loaded(), EngineConfig(speculation=SpeculationConfig("ngram"))) as engine:
+        assert engine.spec_rows == max_rows()
 
 
 def test_the_policy_speculates_where_it_pays_and_rechecks():
