@@ -199,6 +199,7 @@ class SamplingFields(_Body):
     skip_special_tokens: bool = True
     keep_alive: KeepAlive = None  # Ollama's: how long the model stays loaded after this request
     cache_salt: str | None = Field(None, min_length=1)  # only requests with the same salt share cached prefixes
+    num_draft_tokens: int | None = Field(None, ge=0, le=64)  # serve --speculative: this request's drafts (0: none)
 
     @field_validator("logit_bias")
     @classmethod

@@ -215,7 +215,7 @@ def _params(body: SamplingFields, max_tokens: int | None, logprobs: bool, top: i
         **{**defaults.sampling(), **_sampling(body)},
         logit_bias={int(k): v for k, v in (body.logit_bias or {}).items()},
         stop=body.stop or (), stop_token_ids=tuple(body.stop_token_ids or ()), ignore_eos=body.ignore_eos,
-        skip_special_tokens=body.skip_special_tokens,
+        skip_special_tokens=body.skip_special_tokens, num_draft_tokens=body.num_draft_tokens,
     )
     params.validate()
     return params

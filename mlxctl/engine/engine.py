@@ -100,6 +100,12 @@ class Engine:
         positions, the prompt is prefilled from input embeddings with the features spliced in,
         and the prefix cache is keyed by the images' content hashes too."""
         params.validate(self.vocab_size)
+        if params.num_draft_tokens and not self.speculates:
+            raise BadInputError("num_draft_tokens: this server does not speculate"
+                                + ("" if self.config.speculation.enabled else " (start it with --speculative)")
+                                + ("" if not self.config.speculation.enabled else
+                                   " with this model (its caches cannot drop a rejected draft)"),
+                                param="num_draft_tokens")
         spans: tuple = ()
         if images:
             prompt_tokens, spans, cache_salt = self._with_images(prompt_tokens, images, cache_salt)
@@ -364,9 +370,9 @@ class Engine:
         plan = self.scheduler.schedule()
         rows, start, emitted = len(self.batch), time.perf_counter(), self._emitted
         pending = None
-        speculative = speculative_step.eligible(self) and self.spec_policy.choose(rows)
+        speculative: bool | None = speculative_step.eligible(self) and self.spec_policy.choose(rows)
         if speculative:
-            speculative_step.speculate(self)
+            speculative = speculative_step.speculate(self) or None
         elif rows:
             pending = self.batch.advance(*self._decode())
         joiners = self.prompts.run(plan.prefill)

@@ -73,6 +73,7 @@ class SamplingParams:
     logprobs: bool = False
     top_logprobs: int = 0  # 0..20; needs logprobs=True
     constraint: ConstraintSpec | None = None  # structured output; compiled by Engine.submit
+    num_draft_tokens: int | None = None  # speculative decoding: this request's most draft tokens (0: none)
 
     def __post_init__(self) -> None:
         stop = (self.stop,) if isinstance(self.stop, str) else tuple(self.stop)
@@ -116,6 +117,8 @@ class SamplingParams:
         if any(not isinstance(s, str) or not s for s in self.stop):
             raise BadInputError("stop must contain only non-empty strings")
         _check_range("top_logprobs", self.top_logprobs, 0, MAX_TOP_LOGPROBS)
+        if self.num_draft_tokens is not None:
+            _check_range("num_draft_tokens", self.num_draft_tokens, 0, 64)
         if self.top_logprobs and not self.logprobs:
             raise BadInputError("top_logprobs needs logprobs to be true")
         if self.constraint is not None:

@@ -40,13 +40,13 @@ def eligible(engine: Any) -> bool:
         return False
     reqs = batch.requests
     return all(r.constraint is None and not r.images and not r.aborted for r in reqs) and \
-        any(r.speculation.drafting(r.num_generated) for r in reqs)
+        any(r.params.num_draft_tokens != 0 and r.speculation.drafting(r.num_generated) for r in reqs)
 
 
-def speculate(engine: Any) -> None:
+def speculate(engine: Any) -> bool:
     """One step: drafts proposed on the host, checked in one forward pass, the accepted tokens
     (and each row's next token) emitted, the rest cut from the caches. Without any draft, a plain
-    decode step."""
+    decode step (and False: nothing was checked)."""
     from mlxctl.engine.speculative import DraftProposer, NgramProposer, accept_rows
 
     batch = engine.batch
@@ -56,12 +56,14 @@ def speculate(engine: Any) -> None:
         room = req.max_new_tokens - req.num_generated - 1  # tokens it may emit after the pending one
         if req.proposer is None:
             req.proposer = NgramProposer() if engine.draft is None else DraftProposer(engine.draft.model)
-        k = min(engine.config.speculation.num_draft_tokens, room) if req.speculation.drafting(req.num_generated) else 0
+        asked = req.params.num_draft_tokens  # the request's own, else the engine's
+        k = engine.config.speculation.num_draft_tokens if asked is None else asked
+        k = min(k, room) if req.speculation.drafting(req.num_generated) else 0
         drafts.append(req.proposer.propose(req.prompt_tokens + req.generated + [pending], k) if k > 0 else [])
     width = max(len(d) for d in drafts)
     if not width or (not batch.batched and not _can_roll_back(batch.caches, width + 1)):
         batch.keep(engine._emit(*batch.advance(*engine._decode())))  # nothing recurs; a window about to wrap
-        return
+        return False
     rows = [[p, *d, *[p] * (width - len(d))] for p, d in zip(pendings, drafts)]
     logits = engine.runner.verify(batch, rows)
     checked = accept_rows([r.sampler for r in reqs], logits, [row[1:] for row in rows])
@@ -77,6 +79,7 @@ def speculate(engine: Any) -> None:
     batch.tokens = _as_tokens([tokens[-1] for tokens, _ in checked])
     batch.samples = [samples[-1] for _, samples in checked]
     batch.keep(keep)
+    return True
 
 
 def _emit_row(engine: Any, req: Any, row: int, emitted: list) -> bool:
@@ -162,8 +165,13 @@ class Policy:
         self._plain_steps[rows] = 0 if waited >= self.RECHECK else waited
         return waited >= self.RECHECK
 
-    def record(self, rows: int, speculative: bool, tokens: int, seconds: float) -> None:
-        """A step of ``rows`` rows that emitted ``tokens`` in ``seconds`` and ran no prompt work."""
+    def record(self, rows: int, speculative: bool | None, tokens: int, seconds: float) -> None:
+        """A step of ``rows`` rows that emitted ``tokens`` in ``seconds`` and ran no prompt work;
+        ``speculative`` None: a step that looked for drafts and found none (not a measure of
+        either kind, and the pipeline refills after it like after a speculative one)."""
+        if speculative is None:
+            self._after_spec = True
+            return
         refill, self._after_spec = self._after_spec and not speculative, speculative
         if refill or tokens <= 0 or seconds <= 0:
             return

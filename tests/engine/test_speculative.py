@@ -266,6 +266,8 @@ def test_the_policy_speculates_where_it_pays_and_rechecks():
     policy.record(4, False, 4, 0.1)  # 40 tok/s plain
     assert [policy.choose(4) for _ in range(Policy.RECHECK)] == [False] * (Policy.RECHECK - 1) + [True]
     assert policy.choose(1)  # each batch size on its own
+    policy.record(4, None, 1, 9.0)  # looked for drafts, found none: measures nothing
+    assert set(policy.rates) == {(4, True), (4, False)}
     policy.record(4, True, 80, 1.0)
     assert policy.rates[(4, True)] == pytest.approx(8 + 0.25 * 72)
     assert policy.snapshot() == {"4": {"plain": 40.0, "speculative": 26.0}}
@@ -299,3 +301,19 @@ def test_a_request_whose_drafts_keep_failing_pauses_drafting():
     assert not stats.drafting(20) and not stats.drafting(20 + PAUSE_TOKENS - 1)
     assert stats.drafting(20 + PAUSE_TOKENS) and stats.misses == 0
     assert stats.as_dict()["draft_tokens"] == 4 * (MISSES + 1)
+
+
+def test_a_request_may_ask_for_fewer_drafts_or_none():
+    prompt = [1, 2, 3, 4, 1, 2, 3, 4, 1, 2]
+    with Engine(lambda: tiny_loaded(), NGRAM) as engine:
+        plain = engine.submit(prompt, SamplingParams(temperature=0, max_tokens=20, num_draft_tokens=0)).collect()
+        assert plain.timings.draft_tokens == 0 and engine.stats()["speculative"]["steps"] == 0
+        two = engine.submit(prompt, SamplingParams(temperature=0, max_tokens=20, num_draft_tokens=2)).collect()
+        assert two.token_ids == plain.token_ids
+        assert 0 < two.timings.draft_tokens <= 2 * engine.stats()["speculative"]["steps"]
+    with Engine(lambda: tiny_loaded()) as engine:
+        with pytest.raises(BadInputError, match="this server does not speculate \\(start it with --speculative\\)"):
+            engine.submit(prompt, SamplingParams(num_draft_tokens=3))
+        engine.submit(prompt, SamplingParams(max_tokens=2, num_draft_tokens=0)).collect()  # nothing asked: fine
+    with pytest.raises(BadInputError, match="num_draft_tokens must be between 0 and 64, got 65"):
+        SamplingParams(num_draft_tokens=65).validate()

@@ -54,6 +54,22 @@ def test_the_reply_is_unchanged_and_the_drafts_are_counted(servers):
     assert off == {"mode": "off", "active": False}
 
 
+@pytest.mark.slow  # two servers on the real model: the slow step
+def test_a_request_sets_its_own_draft_length_where_the_server_speculates(servers):
+    messages = [{"role": "user", "content": ASK}]
+    spec = openai.OpenAI(base_url=f"{servers[1]}/v1", api_key="none")
+    before = httpx.get(f"{servers[1]}/v1/status").json()["engine"]["speculative"]["steps"]
+    spec.chat.completions.create(model="smol", messages=messages, max_tokens=16, extra_body={"num_draft_tokens": 0})
+    assert httpx.get(f"{servers[1]}/v1/status").json()["engine"]["speculative"]["steps"] == before
+    plain = openai.OpenAI(base_url=f"{servers[0]}/v1", api_key="none")
+    with pytest.raises(openai.BadRequestError) as refused:
+        plain.chat.completions.create(model="smol", messages=messages, max_tokens=16, extra_body={"num_draft_tokens": 4})
+    assert "this server does not speculate" in refused.value.message and refused.value.param == "num_draft_tokens"
+    with pytest.raises(openai.BadRequestError) as bad:
+        spec.chat.completions.create(model="smol", messages=messages, max_tokens=16, extra_body={"num_draft_tokens": 65})
+    assert bad.value.param == "num_draft_tokens"
+
+
 @pytest.mark.slow  # two runs of the real model: the slow step
 def test_run_speculates_and_says_how_much_was_accepted(model_home):
     env = {"MLXCTL_HOME": str(model_home), "HF_HUB_OFFLINE": "1"}
