@@ -70,7 +70,7 @@ class SpeculationStats:
     also when it drafts again: after ``MISSES`` drafts in a row with nothing accepted (its text
     does not repeat, or the draft model guesses wrong) it pauses for ``PAUSE_TOKENS`` tokens."""
 
-    steps: int = 0  # forward passes that checked a draft
+    steps: int = 0  # drafts checked (a batch's step checks one per drafting request)
     drafted: int = 0
     accepted: int = 0
     misses: int = 0  # drafts in a row with nothing accepted

@@ -120,7 +120,7 @@ class Metrics:
         """Speculative decoding's totals (``--speculative``; vLLM's spec_decode names), mirrored
         from the engine at each scrape."""
         self.spec_totals = {key: self._make(Counter, name, doc, vllm=(name,)) for key, name, doc in (
-            ("steps", "spec_decode_num_drafts", "Forward passes that checked a draft."),
+            ("steps", "spec_decode_num_drafts", "Drafts checked (one per request per speculative step)."),
             ("draft_tokens", "spec_decode_num_draft_tokens", "Draft tokens checked."),
             ("accepted_tokens", "spec_decode_num_accepted_tokens", "Draft tokens accepted."),
         )}

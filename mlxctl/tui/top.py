@@ -302,7 +302,7 @@ def speculation_lines(status: dict) -> list[str]:
         return [f"speculate  {spec['mode']}: off for this model (its caches cannot drop a draft)"]
     drafted, accepted = spec.get("draft_tokens", 0), spec.get("accepted_tokens", 0)
     return [f"speculate  {spec['mode']}: {accepted:,}/{drafted:,} draft tokens accepted "
-            f"({fmt.percent(accepted, drafted)}) in {spec.get('steps', 0):,} steps"]
+            f"({fmt.percent(accepted, drafted)}) in {spec.get('steps', 0):,} drafts"]
 
 
 def _checkpoint_lines(prefix: dict) -> list[str]:

@@ -455,7 +455,7 @@ def test_cache_panel_shows_speculation_when_it_is_on():
 
     on = {"mode": "ngram", "active": True, "steps": 40, "draft_tokens": 300, "accepted_tokens": 150}
     text = cache_text({"engine": {"prefix_cache": {"enabled": False}, "speculative": on}}).plain
-    assert "speculate  ngram: 150/300 draft tokens accepted (50.0%) in 40 steps" in text
+    assert "speculate  ngram: 150/300 draft tokens accepted (50.0%) in 40 drafts" in text
     idle = cache_text({"engine": {"prefix_cache": {"enabled": False},
                                   "speculative": dict(on, active=False)}}).plain
     assert "off for this model" in idle
