@@ -82,9 +82,11 @@ def test_bad_sampling_value_is_a_usage_error(cli):
 
 def test_ctrl_c_stops_cleanly(model_home, smollm2):
     env = dict(os.environ, MLXCTL_HOME=str(model_home))
+    # a terminal's Ctrl-C reaches a process whose SIGINT is not ignored; a test run started in
+    # the background by a shell without job control inherits it ignored, and so would the child
     proc = subprocess.Popen([sys.executable, "-m", "mlxctl", "run", "--ignore-eos", "--max-tokens", "2000",
                              "Count from one to one thousand."], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env=env, text=True)
+                            env=env, text=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     first = proc.stdout.read(1)  # generation has started: the signal lands while it streams
     assert first
     proc.send_signal(signal.SIGINT)
