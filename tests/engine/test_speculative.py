@@ -181,7 +181,9 @@ def test_the_4bit_model_drafting_for_the_float32_one_changes_nothing(pair, repea
     with Engine(lambda: pair[0].model, config) as engine:
         assert any("Quantized" in type(m).__name__ for _, m in engine.draft.model.named_modules())
         spec = engine.submit(repeat_prompt, SamplingParams(temperature=0, max_tokens=40)).collect()
-        assert spec.token_ids == plain.token_ids and spec.timings.accepted_tokens > 10
+        # on the CPU a same-size draft runs as slowly as the target: after its first speculative
+        # step the policy measures that and steps back, so only that step's drafts are checked
+        assert spec.token_ids == plain.token_ids and spec.timings.accepted_tokens > 0
         assert engine.submit(repeat_prompt, seeded).collect().token_ids == plain_seeded.token_ids
         assert engine.stats()["speculative"]["mode"] == "draft"
 
