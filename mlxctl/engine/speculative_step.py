@@ -24,8 +24,8 @@ MAX_ROWS = 8
 
 def max_rows() -> int:
     """The largest batch that may speculate: ``MAX_ROWS``, or one request on the CPU backend,
-    where a batch's pass over several tokens a row costs several passes (measured: 4 rows made
-    7.4 tok/s speculating against 28.0 plain; a lone request gains 1.7-2x)."""
+    where a batch's pass over several tokens a row costs several passes (a lone request gains
+    1.7-2x: docs/benchmarks.md)."""
     import mlx.core as mx
 
     return 1 if mx.default_device() == mx.cpu else MAX_ROWS
