@@ -173,16 +173,7 @@ class Engine:
             queues["waiting"] += [r.progress() for r in self._unseen.values()]
         return {"steps": self._steps, "batch_size": len(self.batch), "kv_bytes": self.batch.nbytes(),
                 "failed_steps": self._failures_total, "preemptions": self._preemptions,
-                "prefix_cache": prefix, "speculative": self._speculation_stats(), **extra, **queues}
-
-    def _speculation_stats(self) -> dict:
-        spec = self.config.speculation
-        out = {"mode": spec.mode, "active": self.speculates}
-        if spec.enabled:
-            out["num_draft_tokens"] = spec.num_draft_tokens
-            out.update(self.speculation.as_dict())
-            out["tokens_per_s"] = self.spec_policy.snapshot()
-        return out
+                "prefix_cache": prefix, "speculative": speculative_step.status(self), **extra, **queues}
 
     def clear_prefix_cache(self, timeout: float = 30.0, *, disk: bool = False) -> int:
         """Drop every cached prefix block no request holds (and the disk tier's blocks when
@@ -223,23 +214,7 @@ class Engine:
                                   self.scheduler.pace)
         cap = self.config.pool_cap_bytes
         self._pool_cap = default_pool_cap() if cap is None else cap
-        spec = self.config.speculation
-        if spec.mode == "draft":
-            self.draft = load_draft(spec, self.model)
-        self.speculates = spec.enabled and self._rollbackable()
-        self.spec_rows = spec.max_rows or speculative_step.max_rows()
-
-    def _rollbackable(self) -> bool:
-        """Whether the model's (and the draft model's) cache layers can drop a rejected draft:
-        plain and quantised KV, and sliding windows until they wrap (checked each step); not
-        recurrent state, which needs checkpoints to go back."""
-        from mlx_lm.models.cache import can_trim_prompt_cache, make_prompt_cache
-
-        models = [self.runner.model] + ([self.draft.model] if self.draft is not None else [])
-        if all(can_trim_prompt_cache(make_prompt_cache(m)) for m in models):
-            return True
-        log.warning("speculative decoding is off: this model's caches cannot roll back a rejected draft")
-        return False
+        speculative_step.setup(self)
 
     def _loop(self) -> None:
         while self._drain_inbox(block=not self.scheduler.has_work):
@@ -486,18 +461,6 @@ def _wait_for_native_exit(tid: int | None, timeout: float) -> None:
     deadline = time.monotonic() + timeout
     while tid and os.path.exists(task) and time.monotonic() < deadline:
         time.sleep(0.001)
-
-
-def load_draft(spec: SpeculationConfig, target: Any) -> Any:
-    """``--draft-model``, loaded, once its vocabulary is known to be the target's."""
-    from mlxctl.engine.speculative import same_vocabulary
-    from mlxctl.generation import model_loader
-
-    draft = model_loader(spec.draft_model, spec.draft_dtype, None)()
-    if not same_vocabulary(draft.tokenizer, target.tokenizer):
-        raise BadInputError(f"the draft model {spec.draft_model} does not share the model's vocabulary "
-                            "(its token ids would mean other text)", hint="draft with a model of the same family")
-    return draft
 
 
 def _vocab_size(loaded: Any) -> int:

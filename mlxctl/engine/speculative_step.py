@@ -17,9 +17,59 @@ sliding windows until they wrap) or a batch's plain batched KV layers.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
+from mlxctl.errors import BadInputError
+
+log = logging.getLogger("mlxctl.engine")
 MAX_ROWS = 8
+
+
+def setup(engine: Any) -> None:
+    """Once the model is loaded: the draft model (``--speculative draft``), whether this model
+    speculates at all, and the largest batch that may."""
+    spec = engine.config.speculation
+    if spec.mode == "draft":
+        engine.draft = load_draft(spec, engine.model)
+    engine.speculates = spec.enabled and _rollbackable(engine)
+    engine.spec_rows = spec.max_rows or max_rows()
+
+
+def status(engine: Any) -> dict:
+    """``engine.stats()["speculative"]``: the mode, whether it runs, and its totals."""
+    spec = engine.config.speculation
+    out = {"mode": spec.mode, "active": engine.speculates}
+    if spec.enabled:
+        out["num_draft_tokens"] = spec.num_draft_tokens
+        out.update(engine.speculation.as_dict())
+        out["tokens_per_s"] = engine.spec_policy.snapshot()
+    return out
+
+
+def load_draft(spec: Any, target: Any) -> Any:
+    """``--draft-model``, loaded, once its vocabulary is known to be the target's."""
+    from mlxctl.engine.speculative import same_vocabulary
+    from mlxctl.generation import model_loader
+
+    draft = model_loader(spec.draft_model, spec.draft_dtype, None)()
+    if not same_vocabulary(draft.tokenizer, target.tokenizer):
+        raise BadInputError(f"the draft model {spec.draft_model} does not share the model's vocabulary "
+                            "(its token ids would mean other text)", hint="draft with a model of the same family")
+    return draft
+
+
+def _rollbackable(engine: Any) -> bool:
+    """Whether the model's (and the draft model's) cache layers can drop a rejected draft:
+    plain and quantised KV, and sliding windows until they wrap (checked each step); not
+    recurrent state, which needs checkpoints to go back."""
+    from mlx_lm.models.cache import can_trim_prompt_cache, make_prompt_cache
+
+    models = [engine.runner.model] + ([engine.draft.model] if engine.draft is not None else [])
+    if all(can_trim_prompt_cache(make_prompt_cache(m)) for m in models):
+        return True
+    log.warning("speculative decoding is off: this model's caches cannot roll back a rejected draft")
+    return False
 
 
 def max_rows() -> int:
