@@ -345,9 +345,10 @@ class Engine:
         plan = self.scheduler.schedule()
         rows, start, emitted = len(self.batch), time.perf_counter(), self._emitted
         pending = None
-        speculative: bool | None = speculative_step.eligible(self) and self.spec_policy.choose(rows)
-        if speculative:
-            speculative = speculative_step.speculate(self) or None
+        speculative = speculative_step.eligible(self) and \
+            (not self.config.speculation.measured or self.spec_policy.choose(rows))
+        if speculative:  # a step that found no draft counts too: it gave up the pipeline's overlap
+            speculative_step.speculate(self)
         elif rows:
             pending = self.batch.advance(*self._decode())
         joiners = self.prompts.run(plan.prefill)

@@ -42,6 +42,7 @@ class SpeculationConfig:
     draft_model: str | None = None  # mode "draft": the model reference that drafts
     draft_dtype: str = "auto"
     max_rows: int | None = None  # the largest batch that speculates (None: by backend, speculative_step.max_rows)
+    measured: bool = True  # False: speculate whenever eligible, without the policy's measurements (tests)
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:

@@ -215,13 +215,11 @@ class Policy:
         self._plain_steps[rows] = 0 if waited >= self.RECHECK else waited
         return waited >= self.RECHECK
 
-    def record(self, rows: int, speculative: bool | None, tokens: int, seconds: float) -> None:
-        """A step of ``rows`` rows that emitted ``tokens`` in ``seconds`` and ran no prompt work;
-        ``speculative`` None: a step that looked for drafts and found none (not a measure of
-        either kind, and the pipeline refills after it like after a speculative one)."""
-        if speculative is None:
-            self._after_spec = True
-            return
+    def record(self, rows: int, speculative: bool, tokens: int, seconds: float) -> None:
+        """A step of ``rows`` rows that emitted ``tokens`` in ``seconds`` and ran no prompt work.
+        A speculative step that found no draft counts as speculative: looking for drafts needs
+        the pending tokens on the host, so such a step loses the pipeline's overlap, and text that
+        seldom repeats must measure as what it costs."""
         refill, self._after_spec = self._after_spec and not speculative, speculative
         if refill or tokens <= 0 or seconds <= 0:
             return
