@@ -81,6 +81,16 @@ class UnavailableError(MlxctlError):
     http_status = 503
 
 
+class MemoryBusyError(UnavailableError):
+    """The memory budget's KV room is spoken for by requests running and queued: come back later."""
+
+    code = "memory_budget_busy"
+
+    def __init__(self, message: str, retry_after_s: int, hint: str | None = None):
+        super().__init__(message, hint)
+        self.headers = {"Retry-After": str(max(1, retry_after_s))}
+
+
 class CheckFailedError(MlxctlError):
     """Replies that broke a workload's contract (bench-serve), so CI can gate on them."""
 

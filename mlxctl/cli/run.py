@@ -9,6 +9,7 @@ import typer
 
 from mlxctl.cli.blas import ensure_fast_blas
 from mlxctl.cli.context import given_on_command_line, output_for
+from mlxctl.cli.memory import KvBitsOpt, KvGroupSizeOpt, MaxModelLenOpt
 from mlxctl.cli.options import (DraftDtypeOpt, DraftModelOpt, LoadFormatOpt, MoeTopKOpt, NumDraftTokensOpt,
                                 SpeculativeOpt, TensorParallelOpt)
 from mlxctl.cli.output import Output
@@ -49,6 +50,9 @@ def run(
     num_draft_tokens: NumDraftTokensOpt = 8,
     draft_model: DraftModelOpt = None,
     draft_dtype: DraftDtypeOpt = "auto",
+    kv_bits: KvBitsOpt = 0,
+    kv_group_size: KvGroupSizeOpt = 64,
+    max_model_len: MaxModelLenOpt = None,
     json_: Annotated[bool, typer.Option("--json", help="Print one JSON object: text, finish_reason, usage, timings.")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Print the sampling used (and where each value came from), timings and speeds on stderr.")] = False,
     mcp_config: Annotated[Optional[Path], typer.Option("--mcp-config", metavar="FILE", show_default=False, help="MCP servers file (JSON or YAML with mcpServers): the model may call their tools, which run here; calls and results go to stderr (see docs/mcp.md).")] = None,
@@ -62,13 +66,16 @@ def run(
     from mlxctl.engine.sampling import SamplingParams
     from mlxctl.generation import PromptSpec, lazy_engine
 
+    from mlxctl.cli.memory import engine_config, kv_flags
     from mlxctl.cli.speculation import speculation_flags
 
     check_run_options(tensor_parallel, images=image, videos=video)  # before any rank loads the model
-    speculation = speculation_flags(ctx, speculative, num_draft_tokens, draft_model, draft_dtype, tensor_parallel)
+    config = engine_config(speculation_flags(ctx, speculative, num_draft_tokens, draft_model, draft_dtype,
+                                             tensor_parallel), kv_flags(ctx, kv_bits, kv_group_size), max_model_len)
     group = rank_group(tensor_parallel, "run")
     if group is not None and group.rank() != 0:  # rank 0 reads the prompt and prints; this rank follows
-        return follow(lazy_engine(model, dtype=dtype, load_format=load_format, moe_top_k=moe_top_k, group=group))
+        return follow(lazy_engine(model, dtype=dtype, load_format=load_format, moe_top_k=moe_top_k, group=group,
+                                  config=config))
     out = output_for(ctx, json=json_)
     images = read_images(image)  # before the model loads: a bad file fails at once
     videos = read_videos(video, fps, max_frames)
@@ -88,7 +95,7 @@ def run(
     )
     params.validate()
     mcp = _mcp_options(mcp_config, mcp_max_rounds, mcp_audit_log, tool_choice, raw)
-    _execute(out, model, (dtype, load_format, moe_top_k, group, speculation), spec, (params, flags), verbose, mcp,
+    _execute(out, model, (dtype, load_format, moe_top_k, group, config), spec, (params, flags), verbose, mcp,
              videos)
 
 
@@ -187,11 +194,9 @@ def _execute(out: Output, model: str | None, weights: tuple, spec, sampling: tup
     from mlxctl.cli.run_sampling import with_model_defaults
     from mlxctl.generation import generate, open_engine
 
-    from mlxctl.engine.engine import EngineConfig
-
-    dtype, load_format, moe_top_k, group, speculation = weights
+    dtype, load_format, moe_top_k, group, config = weights
     engine = open_engine(model, dtype=dtype, progress=out.message, load_format=load_format, moe_top_k=moe_top_k,
-                         group=group, config=EngineConfig(speculation=speculation))
+                         group=group, config=config)
     try:
         params, line = with_model_defaults(*sampling, engine.model)
         if verbose:

@@ -11,6 +11,7 @@ import typer
 
 from mlxctl.cli.blas import ensure_fast_blas
 from mlxctl.cli.context import output_for
+from mlxctl.cli.memory import KvBitsOpt, KvGroupSizeOpt, MaxModelLenOpt, MemoryBudgetOpt
 from mlxctl.cli.options import (DEFAULT_HOST, DEFAULT_PORT, DraftDtypeOpt, DraftModelOpt, HostOpt, LoadFormatOpt,
                                 MoeTopKOpt, NumDraftTokensOpt, PortOpt, SpeculativeOpt, TensorParallelOpt)
 from mlxctl.cli.output import Output
@@ -22,7 +23,7 @@ LOG_FORMATS = ("human", "json")
 
 
 ModelOpt = Annotated[Optional[list[str]], typer.Option("--model", "-m", metavar="[NAME=]MODEL", show_default=False, help="Catalog name, model folder, .gguf file or Hugging Face repo id (default: smollm2-135m). Repeat it to serve several: the first is loaded at start, the others when a request names them.")]
-ModelsConfigOpt = Annotated[Optional[Path], typer.Option("--models-config", metavar="FILE", show_default=False, help="More models to serve beside -m, from a JSON or YAML file: a 'models' list of {name, ref, pin, keep_alive, dtype, load_format, moe_top_k, max_num_seqs, prefill_chunk, temperature, top_p, top_k, min_p, max_tokens} (see docs/serve.md).")]
+ModelsConfigOpt = Annotated[Optional[Path], typer.Option("--models-config", metavar="FILE", show_default=False, help="More models to serve beside -m, from a JSON or YAML file: a 'models' list of {name, ref, pin, keep_alive, dtype, load_format, moe_top_k, max_num_seqs, prefill_chunk, max_model_len, temperature, top_p, top_k, min_p, max_tokens} (see docs/serve.md).")]
 AllowUnconfiguredOpt = Annotated[bool, typer.Option("--allow-unconfigured-models", help="Let a request name a model that is not configured: a catalog chat model or a Hugging Face repo id (never a local path), fetched if missing and loaded into the pool. Off: such a request is a 404 and nothing is downloaded.")]
 MaxLoadedOpt = Annotated[float, typer.Option("--max-loaded-gb", metavar="GB", min=0.0, help="Weights of the extra models kept loaded at once: idle ones are unloaded, least recently used first, to make room before a load; a model that cannot fit is refused (0: no limit).")]
 KeepAliveOpt = Annotated[str, typer.Option("--keep-alive", metavar="DURATION", help="How long an extra model stays loaded after its last request (300, 5m, 1h; -1: forever).")]
@@ -89,6 +90,10 @@ def serve(
     num_draft_tokens: NumDraftTokensOpt = 8,
     draft_model: DraftModelOpt = None,
     draft_dtype: DraftDtypeOpt = "auto",
+    kv_bits: KvBitsOpt = 0,
+    kv_group_size: KvGroupSizeOpt = 64,
+    max_model_len: MaxModelLenOpt = None,
+    memory_budget_gb: MemoryBudgetOpt = "0",
     max_waiting: WaitingOpt = 256,
     stream_interval: IntervalOpt = 1,
     sse_ping_interval: SsePingOpt = "5",
@@ -142,9 +147,13 @@ def serve(
     ensure_fast_blas()
     _check_flags(log_format, prefix_cache_bits, prefix_cache, cache_dir, warm_prompts, log_file, tui)
     check_metrics_names(metrics_names)
+    from mlxctl.cli.memory import kv_flags, memory_budget
     from mlxctl.cli.speculation import speculation_flags
 
-    speculation = speculation_flags(ctx, speculative, num_draft_tokens, draft_model, draft_dtype, tensor_parallel)
+    engine_flags = {"speculation": speculation_flags(ctx, speculative, num_draft_tokens, draft_model, draft_dtype,
+                                                     tensor_parallel),
+                    "kv": kv_flags(ctx, kv_bits, kv_group_size, prefix_cache_bits), "max_model_len": max_model_len,
+                    "memory_budget_bytes": memory_budget(memory_budget_gb)}
     (first_name, first), extras = split_models(model)
     settings = _settings(
         host=host, port=port, model_name=served_model_name or first_name or default_name(first),
@@ -172,7 +181,7 @@ def serve(
     if tensor_parallel > 1 and allow_unconfigured_models:
         raise BadInputError("--tensor-parallel serves one model", hint="drop --allow-unconfigured-models")
     _execute(output_for(ctx), first, (dtype, load_format, moe_top_k), settings, max_num_seqs,
-             ((prefill_chunk, prefill_step_ms), prefix, max_retries, tensor_parallel, speculation), residency)
+             ((prefill_chunk, prefill_step_ms), prefix, max_retries, tensor_parallel, engine_flags), residency)
 
 
 def _check_flags(log_format: str, bits: int, prefix_cache: bool, cache_dir: Path | None, warm_prompts: Path | None,
@@ -357,11 +366,11 @@ def _execute(out: Output, model: str | None, weights: tuple, settings, max_num_s
     from mlxctl.cli.serve_models import EngineDefaults, build_pool
     from mlxctl.cli.tensor_parallel import follow, rank_group
 
-    (prefill_chunk, prefill_step_ms), prefix, max_retries, tensor_parallel, speculation = engine_opts
+    (prefill_chunk, prefill_step_ms), prefix, max_retries, tensor_parallel, engine_flags = engine_opts
     group = rank_group(tensor_parallel, "serve")
     config = EngineConfig(SchedulerConfig(max_num_seqs=max_num_seqs, prefill_chunk=prefill_chunk,
                                           max_prefilling=min(8, max_num_seqs), prefill_step_ms=prefill_step_ms),
-                          prefix=prefix, max_retries=max_retries, speculation=speculation)
+                          prefix=prefix, max_retries=max_retries, **engine_flags)
     dtype, load_format, moe_top_k = weights
     specs, budget, keep_alive_s, tui, log_file, allow_unconfigured = residency
     progress = None if tui else out.message  # nothing may write over the live view

@@ -10,7 +10,7 @@ A models config is JSON, or YAML when PyYAML is installed (``.yaml`` / ``.yml``)
         keep_alive: 10m            # this model's --keep-alive
         dtype: float16             # and, like the flags of the same names:
         load_format: auto          #   load_format, moe_top_k, max_num_seqs, prefill_chunk,
-                                   #   prefill_step_ms
+                                   #   prefill_step_ms, max_model_len
         temperature: 0.7           # sampling defaults for this model's requests that omit them:
         max_tokens: 2048           #   temperature, top_p, top_k, min_p, max_tokens
       - ref: org/other-model
@@ -34,7 +34,7 @@ from mlxctl.errors import BadInputError
 
 _UNSET: Any = object()
 KEYS = ("name", "ref", "pin", "keep_alive", "dtype", "load_format", "moe_top_k", "max_num_seqs", "prefill_chunk",
-        "prefill_step_ms", *CONFIG_KEYS)
+        "prefill_step_ms", "max_model_len", *CONFIG_KEYS)
 _NAME = re.compile(r"[A-Za-z0-9._:/@-]+")
 _REPO_ID = re.compile(r"^[\w.-]+/[\w.-]+(?:@[\w./-]+)?$")
 Factories = tuple[Callable[[], Any], Callable[[], int | None]]  # (make_engine, estimate) of a pool model
@@ -54,6 +54,7 @@ class ModelSpec:
     max_num_seqs: int | None = None
     prefill_chunk: int | None = None
     prefill_step_ms: int | None = None
+    max_model_len: int | None = None
     sampling: Any = None  # api.sampling_defaults.SamplingDefaults of its sampling keys; None: none
     where: str = ""  # where it was given, for messages: "-m fast=..." or "FILE: models[1] (fast)"
 
@@ -135,7 +136,8 @@ def _entry(item: Any, where: str, base: Path) -> ModelSpec:
         dtype=_choice(item, "dtype", where, _dtypes()), load_format=_choice(item, "load_format", where, _formats()),
         moe_top_k=_count(item, "moe_top_k", where, 1), max_num_seqs=_count(item, "max_num_seqs", where, 1),
         prefill_chunk=_count(item, "prefill_chunk", where, 0),
-        prefill_step_ms=_count(item, "prefill_step_ms", where, 0), sampling=config_sampling(item, where), where=where)
+        prefill_step_ms=_count(item, "prefill_step_ms", where, 0), max_model_len=_count(item, "max_model_len", where, 1),
+        sampling=config_sampling(item, where), where=where)
 
 
 def _text(item: dict, key: str, where: str, *, required: bool = False) -> str | None:
@@ -246,8 +248,11 @@ def _settings(spec: ModelSpec, defaults: EngineDefaults) -> tuple[str, str, Any]
     scheduler = dataclasses.replace(scheduler, max_num_seqs=seqs, max_prefilling=min(8, seqs),
                                     prefill_chunk=_given(spec.prefill_chunk, scheduler.prefill_chunk),
                                     prefill_step_ms=_given(spec.prefill_step_ms, scheduler.prefill_step_ms))
+    # --memory-budget-gb is the primary model's; pool models are kept by --max-loaded-gb (weights only)
+    cap = dict(max_model_len=spec.max_model_len, max_model_len_at_most=False) if spec.max_model_len else \
+        dict(max_model_len_at_most=True)  # serve's --max-model-len, where the model's own context is longer
     return (spec.dtype or defaults.dtype, spec.load_format or defaults.load_format,
-            dataclasses.replace(defaults.config, scheduler=scheduler))
+            dataclasses.replace(defaults.config, scheduler=scheduler, memory_budget_bytes=None, **cap))
 
 
 def _given(value: Any, default: Any) -> Any:

@@ -12,6 +12,7 @@ from typing import Annotated, Optional
 
 import typer
 
+from mlxctl.cli.memory import KvBitsOpt, KvGroupSizeOpt, MaxModelLenOpt
 from mlxctl.cli.options import (DEFAULT_URL, DraftDtypeOpt, DraftModelOpt, ModelOpt, NumDraftTokensOpt, SpeculativeOpt,
                                 UrlOpt)
 from mlxctl.errors import NotImplementedYetError
@@ -66,7 +67,8 @@ def chat(ctx: typer.Context, model: ModelOpt = None, url: ChatUrlOpt = None, api
          load: LoadOpt = None, system: SystemOpt = None, temperature: ChatTempOpt = None,
          max_tokens: ChatMaxOpt = None, seed: ChatSeedOpt = None, image: ChatImageOpt = None,
          speculative: SpeculativeOpt = "off", num_draft_tokens: NumDraftTokensOpt = 8,
-         draft_model: DraftModelOpt = None, draft_dtype: DraftDtypeOpt = "auto") -> None:
+         draft_model: DraftModelOpt = None, draft_dtype: DraftDtypeOpt = "auto", kv_bits: KvBitsOpt = 0,
+         kv_group_size: KvGroupSizeOpt = 64, max_model_len: MaxModelLenOpt = None) -> None:
     """Chat with a model in a terminal UI.
 
     Loads MODEL here, or with --url talks to a running server (picking among its /v1/models).
@@ -81,13 +83,17 @@ def chat(ctx: typer.Context, model: ModelOpt = None, url: ChatUrlOpt = None, api
     from mlxctl.tui.client import base_url
     from mlxctl.tui.conversation import Conversation
 
+    from mlxctl.cli.memory import engine_config, kv_flags
     from mlxctl.cli.speculation import speculation_flags
 
     base = base_url(url) if url is not None else None
     speculation = speculation_flags(ctx, speculative, num_draft_tokens, draft_model, draft_dtype)
-    if base is not None and speculation.enabled:
-        raise BadInputError("--speculative applies to a model loaded here, not to --url",
-                            hint="start the server with mlxctl serve --speculative ngram")
+    config = engine_config(speculation, kv_flags(ctx, kv_bits, kv_group_size), max_model_len)
+    local = [flag for flag, given in (("--speculative", speculation.enabled), ("--kv-bits", config.kv.enabled),
+                                      ("--max-model-len", max_model_len is not None)) if given]
+    if base is not None and local:
+        raise BadInputError(f"{local[0]} applies to a model loaded here, not to --url",
+                            hint=f"start the server with mlxctl serve {local[0]} ...")
     conversation = load_conversation(load) if load is not None else Conversation()
     images = [read_attachment(path, f"--image {path}") for path in image or ()]  # a bad file fails at once
     if system is not None:
@@ -105,18 +111,17 @@ def chat(ctx: typer.Context, model: ModelOpt = None, url: ChatUrlOpt = None, api
     from mlxctl.tui.chat_backend import DaemonBackend, EngineBackend
 
     backend = DaemonBackend(base, api_key=api_key, model=model) if base else \
-        EngineBackend(model, open_model=_engine_opener(speculation))
+        EngineBackend(model, open_model=_engine_opener(config))
     ChatApp(backend, conversation, conversation_path=str(load) if load else None, images=images).run()
 
 
-def _engine_opener(speculation):
-    """What opens the chat's in-process engine: ``open_engine`` with the speculation flags."""
+def _engine_opener(config):
+    """What opens the chat's in-process engine: ``open_engine`` with the engine flags."""
     import functools
 
-    from mlxctl.engine.engine import EngineConfig
     from mlxctl.generation import open_engine
 
-    return functools.partial(open_engine, config=EngineConfig(speculation=speculation))
+    return functools.partial(open_engine, config=config)
 
 
 IntervalOpt = Annotated[

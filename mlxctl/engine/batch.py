@@ -9,7 +9,8 @@ The rows' left padding in the batched caches is mirrored on the host (``left``):
 ``BatchKVCache.filter`` and ``extract`` read it back from the device, and that read waits for
 everything queued before it, the next decode step included, so each step where a row left
 or finished lost the overlap of the host's work with the device's. Plain batched KV layers
-are filtered and extracted here from the mirror; other layer types keep their own methods.
+(and ``--kv-bits`` quantised ones) are filtered and extracted here from the mirror; other layer
+types keep their own methods.
 """
 
 from __future__ import annotations
@@ -19,7 +20,11 @@ from typing import Any
 import mlx.core as mx
 from mlx_lm.models.cache import BatchKVCache, KVCache
 
+from mlxctl.engine.kv.quantized import BatchQuantizedKV, QuantizedKV
 from mlxctl.engine.request import Request
+
+BATCHED_KV = (BatchKVCache, BatchQuantizedKV)  # batched layers whose padding the host mirrors
+PLAIN_KV = (KVCache, QuantizedKV)
 
 
 class DecodeBatch:
@@ -91,6 +96,8 @@ class DecodeBatch:
         for c in self.caches:
             if type(c) is BatchKVCache:
                 _filter_kv(c, index, shift)
+            elif type(c) is BatchQuantizedKV:
+                c.filter(index, shift)
             else:
                 c.filter(index)
         self.left = [p - shift for p in left]
@@ -117,7 +124,7 @@ class DecodeBatch:
 def read_left(cache: list[Any]) -> list[int] | None:
     """The rows' left padding of batched caches, read from the device (waits for the queue)."""
     for c in cache:
-        if type(c) is BatchKVCache:
+        if type(c) in BATCHED_KV:
             return c.left_padding.tolist()
     return None
 
@@ -125,8 +132,8 @@ def read_left(cache: list[Any]) -> list[int] | None:
 def extract_row(cache: list[Any], row: int, left: list[int] | None) -> list[Any]:
     """One row of batched per-layer caches as plain ones; plain batched KV layers cut at the
     row's host-known ``left`` padding (mlx-lm's ``extract`` reads it from the device)."""
-    return [_extract_kv(c, row, left[row]) if left is not None and type(c) is BatchKVCache else c.extract(row)
-            for c in cache]
+    return [c.extract(row) if left is None or type(c) not in BATCHED_KV else
+            _extract_kv(c, row, left[row]) if type(c) is BatchKVCache else c.extract(row, left[row]) for c in cache]
 
 
 def _extract_kv(c: BatchKVCache, row: int, pad: int) -> KVCache:
@@ -151,9 +158,9 @@ def _filter_kv(c: BatchKVCache, index: mx.array, shift: int) -> None:
 
 def _size(cache: list[Any]) -> int:
     """Tokens a request's plain caches hold (what ``BatchKVCache.merge`` aligns by)."""
-    return next((c.size() for c in cache if type(c) is KVCache), 0)
+    return next((c.size() for c in cache if type(c) in PLAIN_KV), 0)
 
 
 def _end(cache: list[Any]) -> int:
     """The write position of batched caches (what ``BatchKVCache.extend`` aligns by)."""
-    return next((c._idx for c in cache if type(c) is BatchKVCache), 0)
+    return next((c._idx for c in cache if type(c) in BATCHED_KV), 0)

@@ -35,7 +35,8 @@ BOUNDARIES_KEPT = (1, 2)  # checkpoints at the first and at the last two turn en
 
 @dataclass(frozen=True)
 class CacheLayout:
-    """Which layers of a model's cache blocks can hold (plain ``KVCache``: ``cut``) and which
+    """Which layers of a model's cache blocks can hold (plain ``KVCache``, or ``QuantizedKV``
+    under ``--kv-bits``: ``cut``) and which
     only a checkpoint can (``whole``); ``kinds`` names the cache classes met."""
 
     cut: tuple[int, ...]
@@ -45,7 +46,7 @@ class CacheLayout:
     @classmethod
     def of(cls, cache: list[Any]) -> "CacheLayout":
         names = [type(c).__name__ for c in cache]
-        cut = tuple(i for i, n in enumerate(names) if n == "KVCache")
+        cut = tuple(i for i, n in enumerate(names) if n in ("KVCache", "QuantizedKV"))
         return cls(cut, tuple(i for i in range(len(cache)) if i not in cut), tuple(sorted(set(names))))
 
     @property

@@ -18,10 +18,11 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from mlxctl.engine import speculative_step
+from mlxctl.engine import memory, speculative_step
 from mlxctl.engine.batch import DecodeBatch
 from mlxctl.engine.events import FinishEvent, FinishReason, TokenLogprob
-from mlxctl.engine.limits import check_prompt
+from mlxctl.engine.limits import check_prompt, with_context_cap
+from mlxctl.engine.kv_config import KVQuant
 from mlxctl.engine.prefill import Joiner, PromptWork
 from mlxctl.engine.prefix_config import PrefixConfig
 from mlxctl.engine.recovery import blame, why_not_resumed
@@ -47,6 +48,10 @@ class EngineConfig:
     retry_backoff_s: float = 0.05  # first pause after a failed step; doubles each time, at most 5 s
     fault_hook: Callable[[int], None] | None = None  # tests: called before each step, may raise
     speculation: SpeculationConfig = SpeculationConfig()  # --speculative (engine/speculative.py)
+    kv: KVQuant = KVQuant()  # --kv-bits: running requests' KV quantised (engine/kv/quantized.py)
+    max_model_len: int | None = None  # --max-model-len: the context requests may use (None: the model's)
+    max_model_len_at_most: bool = False  # a default from serve's flag for a pool model: a shorter own context stays
+    memory_budget_bytes: int | None = None  # --memory-budget-gb: weights, prefix cache and KV (engine/memory.py)
 
 
 class Engine:
@@ -73,6 +78,7 @@ class Engine:
         self.speculation = SpeculationStats()
         self.draft: Any = None  # LoadedModel of --draft-model
         self.speculates = False  # set once the model is loaded: speculation asked for and possible
+        self.memory: Any = None  # memory.KVBudget under --memory-budget-gb, once the model is loaded
         self._overhang = 0  # while a speculative step emits: cached tokens after the one being emitted
         self._emitted = 0  # tokens emitted so far (what a step did, for the speculation policy)
         self.spec_policy = speculative_step.Policy()
@@ -116,11 +122,16 @@ class Engine:
             matcher = compile_constraint(params.constraint, self.model.tokenizer).matcher(self.vocab_size)
         max_new = check_prompt(len(prompt_tokens), params.max_tokens, self.model.context_length,
                                params.max_tokens_field)
+        if self.memory is not None:
+            max_new = self.memory.admit_alone(len(prompt_tokens), max_new, params.max_tokens_field)
         rid = request_id or f"req-{next(self._ids)}"
         stream = RequestStream(rid, self.abort, loop)
         req = Request(rid, list(prompt_tokens), params, stream, max_new, constraint=matcher,
                       cache_salt=cache_salt, images=tuple(images), image_spans=spans)
         with self._unseen_lock:
+            if self.memory is not None:
+                self.memory.check_queue([r.reserve for r in self._unseen.values()] + self.scheduler.queued_reserves,
+                                        req.reserve, len(self.scheduler.running) + len(self.scheduler.prefilling))
             self._unseen[id(req)] = req
         self._inbox.put(("add", req))
         return stream
@@ -171,7 +182,10 @@ class Engine:
         with self._unseen_lock:  # the inbox's requests wait too: the figures agree with ``queued``
             queues = self.scheduler.snapshot()
             queues["waiting"] += [r.progress() for r in self._unseen.values()]
+        kv = self.config.kv
         return {"steps": self._steps, "batch_size": len(self.batch), "kv_bytes": self.batch.nbytes(),
+                "kv_bits": kv.bits or None, "kv_group_size": kv.group_size if kv.enabled else None,
+                "memory": memory.status(self),
                 "failed_steps": self._failures_total, "preemptions": self._preemptions,
                 "prefix_cache": prefix, "speculative": speculative_step.status(self), **extra, **queues}
 
@@ -201,20 +215,23 @@ class Engine:
 
     def _setup(self) -> None:
         """Load the model and build what runs it; any failure is raised by start()."""
+        from mlxctl.engine.kv.quantized import check_model as check_kv
         from mlxctl.engine.prefix import PrefixReuse
         from mlxctl.engine.runner import ModelRunner
 
-        self.model = self._load()
+        self.model = with_context_cap(self._load(), self.config.max_model_len, self.config.max_model_len_at_most)
         self.vocab_size = _vocab_size(self.model)
         self.scheduler.cfg = resolve_auto(self.scheduler.cfg)
         self.scheduler.pace.target_s = self.scheduler.cfg.prefill_step_ms / 1000
-        self.runner = ModelRunner(self.model.model, getattr(self.model, "vision", None))
-        self.prefix = PrefixReuse(self.model, self.config.prefix)
+        check_kv(self.model.model, self.config.kv)
+        self.runner = ModelRunner(self.model.model, getattr(self.model, "vision", None), self.config.kv)
+        self.prefix = PrefixReuse(self.model, self.config.prefix, self.config.kv)
         self.prompts = PromptWork(self.runner, self.prefix, lambda req, exc: self._finish(req, FinishReason.ERROR, exc),
                                   self.scheduler.pace)
         cap = self.config.pool_cap_bytes
         self._pool_cap = default_pool_cap() if cap is None else cap
         speculative_step.setup(self)
+        memory.setup(self)  # after the draft model: its weights count too
 
     def _loop(self) -> None:
         while self._drain_inbox(block=not self.scheduler.has_work):
@@ -228,6 +245,9 @@ class Engine:
         except Exception:  # noqa: BLE001 - a cache that cannot be saved must not block shutdown
             log.exception("could not save the prefix cache")
         mx.synchronize()  # a queued step still running in MLX at exit aborts the process
+        from mlxctl.engine.wired import release
+
+        release(id(self))  # the last engine out puts the previous wired limit back
 
     def _drain_inbox(self, block: bool) -> bool:
         """Apply queued adds/aborts; False when asked to stop."""
@@ -481,3 +501,4 @@ def _as_engine_error(error: BaseException) -> MlxctlError:
     if isinstance(error, MlxctlError):
         return error
     return EngineError(f"generation failed: {type(error).__name__}: {error}")
+

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+from typing import Any
+
 from mlxctl.errors import BadInputError, ContextOverflowError
 
 
@@ -30,3 +33,19 @@ def check_prompt(prompt_len: int, max_tokens: int | None, context_length: int, f
             prompt_tokens=prompt_len, context_length=context_length, max_tokens=max_tokens, param=field,
         )
     return min(max_tokens, room)
+
+
+def with_context_cap(loaded: Any, cap: int | None, at_most: bool = False) -> Any:
+    """``loaded`` with ``--max-model-len`` as its context: every request is checked against it
+    (``check_prompt``) and ``/v1/models`` reports it. A cap above the model's own context is
+    refused (positions past what it was trained on are not a setting to slip in silently), unless
+    ``at_most``: serve's flag as the default of a pool model, which keeps a shorter context of its own."""
+    if cap is None:
+        return loaded
+    own = loaded.context_length
+    if at_most and cap >= own:
+        return loaded
+    if cap > own:
+        raise BadInputError(f"--max-model-len {cap} is more than {loaded.name}'s context ({own} tokens)",
+                            hint=f"use at most {own}")
+    return dataclasses.replace(loaded, context_length=cap)

@@ -5,7 +5,9 @@ per-layer key/value slices of mlx-lm's plain ``KVCache``, copied out of a reques
 its prompt is done and concatenated back into a fresh cache (through its public
 ``update_and_fetch``) when a later prompt starts with the same tokens. Blocks can be kept
 quantised (8 or 4 bits, per group of the head dimension; a hit then restores an approximation,
-so the bit count is part of the fingerprint) and spill to a disk tier when evicted.
+so the bit count is part of the fingerprint) and spill to a disk tier when evicted. Under
+``--kv-bits`` running requests hold quantised KV already: blocks are slices of it, kept as they
+are (never dequantised and quantised again) and filled back as they are.
 
 Models with layers that cannot be cut at a block boundary (sliding windows, state-space or
 linear-attention layers) are never trimmed to fake a hit: they are served from checkpoints
@@ -22,10 +24,10 @@ import os
 from typing import Any
 
 import mlx.core as mx
-from mlx_lm.models.cache import make_prompt_cache
-
 from mlxctl.engine.checkpoints import MARKER, CacheLayout, CheckpointPayload, cut_points, turn_end_ids
 from mlxctl.engine.kv import snapshot
+from mlxctl.engine.kv.quantized import QuantizedKV, make_cache
+from mlxctl.engine.kv_config import KVQuant
 from mlxctl.engine.kv.prefix_cache import PrefixCache
 from mlxctl.engine.prefix_config import PrefixConfig
 from mlxctl.engine.request import Request
@@ -127,8 +129,8 @@ class _DiskGlue:
 
 
 class PrefixReuse:
-    def __init__(self, loaded: Any, config: PrefixConfig):
-        self.model = loaded.model
+    def __init__(self, loaded: Any, config: PrefixConfig, kv: KVQuant = KVQuant()):
+        self.model, self.kv = loaded.model, kv
         self.reason = None if config.enabled else "disabled"
         self.enabled = self.reason is None
         self.bits, self.group_size, self.dtype, self.num_layers = config.bits, 0, None, 0
@@ -138,16 +140,22 @@ class PrefixReuse:
         self.turn_ends: frozenset[int] = frozenset()
         if not self.enabled:
             return
-        cache = make_prompt_cache(self.model)
+        if kv.enabled and config.bits and config.bits != kv.bits:
+            raise BadInputError(f"--prefix-cache-bits {config.bits} differs from --kv-bits {kv.bits}: cached blocks "
+                                "keep the running requests' KV as it is", hint="leave --prefix-cache-bits out")
+        cache = make_cache(self.model, kv)
         self.layout = CacheLayout.of(cache)
         self.turn_ends = turn_end_ids(loaded)
         self.num_layers = len(self.layout.cut)  # the layers a block holds
         self.dtype, head_dim = _kv_shape(self.model, cache, self.layout.cut)
-        if self.bits and head_dim:
+        if kv.enabled:  # blocks are slices of the running requests' quantised KV
+            self.bits, self.group_size = kv.bits, kv.group_size
+        elif self.bits and head_dim:
             self.group_size = next((g for g in (64, 32) if head_dim % g == 0), 0)
             if not self.group_size:
                 raise BadInputError(f"cannot quantise cached KV: head dimension {head_dim} is not a multiple of 32")
-        fp = fingerprint(loaded) + (f"|kv{self.bits}bit" if self.bits else "")
+        fp = fingerprint(loaded) + (f"|kv{self.bits}bit" if self.bits else "") + \
+            (f"|running-kv{kv.bits}g{kv.group_size}" if kv.enabled else "")
         lower = None
         if config.cache_dir:
             from mlxctl.engine.kv.disk import DiskTier
@@ -259,7 +267,7 @@ class PrefixReuse:
     def _cache_from(self, hit) -> list[Any]:
         """A fresh cache in the state after the hit's tokens: the cut layers from the blocks
         (and a checkpoint's tail), the others restored from the checkpoint."""
-        cache = make_prompt_cache(self.model)
+        cache = make_cache(self.model, self.kv)
         payloads = [b.payload for b in hit.blocks]
         if hit.partial is not None:
             payloads.append(hit.partial.payload.head(hit.partial_tokens))
@@ -288,8 +296,8 @@ class PrefixReuse:
             payload = KVBlockPayload(None, dtype=self.dtype, stacked=stacked)
             mx.async_eval(list(stacked))  # copied on the device in order; no wait per block
             return payload
-        layers = [(mx.contiguous(c.keys[..., start:end, :]), mx.contiguous(c.values[..., start:end, :])) for c in cache]
-        if self.bits:
+        layers = [(_span(c.keys, start, end), _span(c.values, start, end)) for c in cache]
+        if self.bits and not self.kv.enabled:
             layers = [tuple(tuple(mx.quantize(a, group_size=self.group_size, bits=self.bits)) for a in pair)
                       for pair in layers]
         payload = KVBlockPayload(layers, self.bits, self.group_size, self.dtype)
@@ -305,8 +313,22 @@ def _stacked_upto(cache: list[Any], memo: dict) -> tuple[mx.array, mx.array]:
     return memo["whole"]
 
 
+def _span(part: Any, start: int, end: int) -> Any:
+    """Positions ``start:end`` of a layer's keys or values (an array, or a quantised triple)."""
+    if isinstance(part, (tuple, list)):
+        return tuple(mx.contiguous(p[..., start:end, :]) for p in part)
+    return mx.contiguous(part[..., start:end, :])
+
+
 def _fill_kv(layers: list[Any], payloads: list[KVBlockPayload]) -> None:
-    """Concatenate the payloads' keys and values into the (empty) plain KV ``layers``."""
+    """Concatenate the payloads' keys and values into the (empty) plain KV ``layers``; quantised
+    layers (``--kv-bits``) take the blocks' triples as they are."""
+    if isinstance(layers[0], QuantizedKV):
+        for i, layer in enumerate(layers):
+            sides = [p.layers[i] for p in payloads]
+            layer.fill(*(tuple(mx.concatenate([s[side][j] for s in sides], axis=2) for j in range(3))
+                         for side in (0, 1)))
+        return
     if all(p.stacked is not None for p in payloads):  # one concatenation per side
         keys = mx.concatenate([p.stacked[0] for p in payloads], axis=3)
         values = mx.concatenate([p.stacked[1] for p in payloads], axis=3)
@@ -334,6 +356,9 @@ def _kv_shape(model: Any, cache: list[Any], cut: tuple[int, ...]) -> tuple[Any, 
         return None, 0
     model(mx.array([[0]]), cache=cache)
     keys = cache[cut[0]].keys
+    if isinstance(keys, (tuple, list)):  # --kv-bits: (packed, scales, biases)
+        layer = cache[cut[0]]
+        return keys[1].dtype, keys[0].shape[-1] * 32 // layer.bits
     return keys.dtype, keys.shape[-1]
 
 

@@ -59,6 +59,11 @@ class Request:
         return len(self.prompt_tokens)
 
     @property
+    def reserve(self) -> int:
+        """The positions its KV may reach: the prompt and every token it may generate."""
+        return len(self.prompt_tokens) + self.max_new_tokens
+
+    @property
     def prefill_tokens(self) -> list[int]:
         """What prefill runs: the prompt, or after a preemption the checkpoint (prompt plus the
         tokens already emitted), so generation resumes where the client's stream stands."""

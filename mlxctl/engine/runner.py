@@ -28,25 +28,30 @@ from contextlib import nullcontext
 from typing import Any, ContextManager
 
 import mlx.core as mx
-from mlx_lm.models.cache import make_prompt_cache
-
 from mlxctl.engine.batch import DecodeBatch
 from mlxctl.engine.constraints import advance_all, constraint_masks
+from mlxctl.engine.kv.quantized import make_cache
+from mlxctl.engine.kv_config import KVQuant
 from mlxctl.engine.request import Request
 from mlxctl.engine.sampling import BatchSample, arrays_to_eval, sample_batch
 from mlxctl.errors import EngineError
 
 
 class ModelRunner:
-    def __init__(self, model: Any, vision: Any = None):
+    def __init__(self, model: Any, vision: Any = None, kv: KVQuant | None = None):
         self.model = model
         self.vision = vision  # vision.adapter.VisionAdapter of a vision model, else None
+        self.kv = kv or KVQuant()  # --kv-bits: plain KV layers kept quantised (engine/kv/quantized.py)
         self._batchable: bool | None = None
+
+    def new_cache(self) -> list[Any]:
+        """A fresh per-layer cache for one request."""
+        return make_cache(self.model, self.kv)
 
     def prefill(self, req: Request, n: int) -> BatchSample | None:
         """Run the next ``n`` prompt tokens; when the prompt is done, sample the first token."""
         if req.cache is None:
-            req.cache = make_prompt_cache(self.model)
+            req.cache = self.new_cache()
         start = req.num_prefilled
         chunk = mx.array(req.prefill_tokens[start : start + n])[None]
         embeds = self._embeddings(req, start, n) if req.images else None
@@ -65,7 +70,7 @@ class ModelRunner:
         Recurrent layers (``ArraysCache``) take no left padding: the pad tokens would run
         through their state, so such models prefill one request at a time (and batch decode)."""
         if self._batchable is None:
-            caches = make_prompt_cache(self.model)
+            caches = self.new_cache()
             try:
                 merged = [type(c).merge([c]) for c in caches]
                 self._batchable = all(hasattr(c, "prepare") for c in merged) and \
@@ -77,10 +82,9 @@ class ModelRunner:
     def can_batch_tails(self, reqs: list[Request]) -> bool:
         """Whether the rest of these prompts can go through together although some already hold
         KV (a prefix-cache hit, earlier chunks): their caches are merged and the new tokens
-        right-padded. Plain KV layers only: a rotating window or a quantised cache has no
-        right padding of its own."""
-        return all(all(type(c).__name__ == "KVCache" for c in (r.cache or make_prompt_cache(self.model)))
-                   for r in reqs)
+        right-padded. Plain (or ``--kv-bits`` quantised) KV layers only: a rotating window has
+        no right padding of its own."""
+        return all(all(type(c).__name__ in TAILS for c in (r.cache or self.new_cache())) for r in reqs)
 
     def prefill_group(self, reqs: list[Request]) -> tuple[list[Any], BatchSample, list[int]]:
         """The rest of several requests' prompts in one forward pass: fresh prompts left-padded,
@@ -97,8 +101,7 @@ class ModelRunner:
     def _fresh_logits(self, reqs: list[Request]) -> tuple[list[Any], mx.array, list[int]]:
         longest = max(r.prefill_len for r in reqs)
         pads = [longest - r.prefill_len for r in reqs]
-        cache = [type(c).merge([c] + [make_prompt_cache(self.model)[i] for _ in reqs[1:]])
-                 for i, c in enumerate(make_prompt_cache(self.model))]
+        cache = [type(c).merge([c] + [self.new_cache()[i] for _ in reqs[1:]]) for i, c in enumerate(self.new_cache())]
         for c in cache:
             c.prepare(left_padding=pads)
         tokens = mx.array([[0] * pad + r.prefill_tokens for pad, r in zip(pads, reqs)])
@@ -112,7 +115,7 @@ class ModelRunner:
         right-padded to one length, filled, and rolled so every row ends at the same column
         (mlx-lm's BatchKVCache ``prepare(right_padding=...)`` / ``finalize``); then one pass of
         the last tokens gives each row's logits."""
-        caches = [r.cache if r.cache is not None else make_prompt_cache(self.model) for r in reqs]
+        caches = [r.cache if r.cache is not None else self.new_cache() for r in reqs]
         cache = [type(layers[0]).merge(list(layers)) for layers in zip(*caches)]
         tails = [r.prefill_tokens[r.num_prefilled:] for r in reqs]
         left = [max(r.num_prefilled for r in reqs) - r.num_prefilled for r in reqs]  # merge aligns the ends
@@ -198,7 +201,8 @@ class ModelRunner:
         return self.model(mx.array(rows), cache=batch.caches)
 
 
-PADDABLE = {"KVCache", "RotatingKVCache"}  # cache layers that take left padding exactly
+PADDABLE = {"KVCache", "RotatingKVCache", "QuantizedKV"}  # cache layers that take left padding exactly
+TAILS = {"KVCache", "QuantizedKV"}  # cache layers whose batched form takes right padding
 ONE_PASS_TOKENS = 32  # a last chunk this short is not split into a fill pass and a one-token pass
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 from collections import deque
 from dataclasses import dataclass, field
+from typing import Callable
 
 from mlxctl.engine.request import Request, RequestStatus
 
@@ -52,16 +53,20 @@ class StepPlan:
 
 
 def admit(waiting: deque[Request], prefilling: list[Request], running: list[Request], cfg: SchedulerConfig,
-          one_at_a_time: set[str] | frozenset[str] = frozenset()) -> list[Request]:
-    """First come, first served, while both the sequence and the prefill limits allow. Of the
-    requests named in ``one_at_a_time`` (suspects after a failed step) at most one is in flight;
-    the others keep their places while later requests go ahead."""
+          one_at_a_time: set[str] | frozenset[str] = frozenset(),
+          fits: Callable[[list[int]], bool] | None = None) -> list[Request]:
+    """First come, first served, while both the sequence and the prefill limits allow, and (``fits``,
+    the memory budget: engine/memory.py) the KV the requests in flight reserve with the next one.
+    Of the requests named in ``one_at_a_time`` (suspects after a failed step) at most one is in
+    flight; the others keep their places while later requests go ahead."""
     admitted: list[Request] = []
     held: list[Request] = []
     busy = any(r.id in one_at_a_time for r in (*prefilling, *running))
     while waiting and len(prefilling) + len(admitted) < cfg.max_prefilling:
         if len(prefilling) + len(admitted) + len(running) >= cfg.max_num_seqs:
             break
+        if fits is not None and not fits([r.reserve for r in (*running, *prefilling, *admitted, waiting[0])]):
+            break  # the head waits for room; nothing overtakes it
         req = waiting.popleft()
         if req.id in one_at_a_time:
             if busy:
@@ -194,14 +199,21 @@ class Scheduler:
         self.running: list[Request] = []
         self.one_at_a_time: set[str] = set()  # suspects after a failed step (see engine.recovery)
         self.pace = PrefillPace((cfg.prefill_step_ms or 0) / 1000)  # the engine sets it once resolved
+        self.fits: Callable[[list[int]], bool] | None = None  # the memory budget's check, when there is one
+        self.queued_reserves: list[int] = []  # the waiting requests' reserves, replaced whole (read by any thread)
 
     def add(self, req: Request) -> None:
         self.waiting.append(req)
+        self._note()
+
+    def _note(self) -> None:
+        self.queued_reserves = [r.reserve for r in self.waiting]
 
     def schedule(self) -> StepPlan:
-        for req in admit(self.waiting, self.prefilling, self.running, self.cfg, self.one_at_a_time):
+        for req in admit(self.waiting, self.prefilling, self.running, self.cfg, self.one_at_a_time, self.fits):
             req.status = RequestStatus.PREFILLING
             self.prefilling.append(req)
+        self._note()
         budget = step_budget(self.cfg, len(self.running), self.pace)
         wave = RIDE_CHUNKS * prefill_budget(self.cfg.prefill_chunk, len(self.running))
         return StepPlan(prefill=plan_prefill(self.prefilling, budget, wave), decode=list(self.running))
@@ -219,6 +231,7 @@ class Scheduler:
                 queue.remove(req)
         req.status = RequestStatus.WAITING
         self.waiting.appendleft(req)
+        self._note()
 
     def finish(self, req: Request) -> None:
         self.one_at_a_time.discard(req.id)
@@ -227,6 +240,7 @@ class Scheduler:
                 queue.remove(req)
         if req in self.waiting:
             self.waiting.remove(req)
+            self._note()
         req.status = RequestStatus.FINISHED
 
     def find(self, request_id: str) -> Request | None:

@@ -155,6 +155,9 @@ def _cut(batch: Any, kept: list[int], written: int) -> None:
     short = [most - k for k in kept]
     shift = mx.array(short)
     for c in batch.caches:
+        if hasattr(c, "roll"):  # --kv-bits: quantised parts (engine/kv/quantized.py)
+            c.roll(shift)
+            continue
         c.keys = dynamic_roll(c.keys, shift[:, None], axis=2)
         c.values = dynamic_roll(c.values, shift[:, None], axis=2)
         c.offset = c.offset - shift
@@ -163,9 +166,9 @@ def _cut(batch: Any, kept: list[int], written: int) -> None:
 
 
 def _plain_batched(caches: list[Any]) -> bool:
-    from mlx_lm.models.cache import BatchKVCache
+    from mlxctl.engine.batch import BATCHED_KV
 
-    return all(type(c) is BatchKVCache for c in caches)
+    return all(type(c) in BATCHED_KV for c in caches)
 
 
 def _can_roll_back(cache: list[Any], n: int) -> bool:

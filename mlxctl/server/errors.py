@@ -39,7 +39,8 @@ class ApiError(Exception):
     def from_mlxctl(cls, err: MlxctlError) -> "ApiError":
         message = f"{err.message} ({err.hint})" if err.hint else err.message
         return cls(err.http_status, _openai_wording(err, message), param=getattr(err, "param", None),
-                   code=getattr(err, "code", None), anthropic_message=_anthropic_wording(err, message))
+                   code=getattr(err, "code", None), headers=getattr(err, "headers", None),
+                   anthropic_message=_anthropic_wording(err, message))
 
 
 def _openai_wording(err: MlxctlError, message: str) -> str:

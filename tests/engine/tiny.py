@@ -24,13 +24,13 @@ class TinyModel:
     config: dict = field(default_factory=dict)
 
 
-def tiny_llama(seed: int = 0, vocab: int = 64, layers: int = 2) -> Any:
+def tiny_llama(seed: int = 0, vocab: int = 64, layers: int = 2, hidden: int = 64) -> Any:
     import mlx.core as mx
     from mlx_lm.models import llama
 
     mx.random.seed(seed)
     args = llama.ModelArgs(
-        model_type="llama", hidden_size=64, num_hidden_layers=layers, intermediate_size=128,
+        model_type="llama", hidden_size=hidden, num_hidden_layers=layers, intermediate_size=2 * hidden,
         num_attention_heads=4, num_key_value_heads=2, rms_norm_eps=1e-5, vocab_size=vocab,
         tie_word_embeddings=True,
     )

@@ -1,0 +1,276 @@
+"""Quantised KV for running requests (``--kv-bits 8|4``), one request or a batch.
+
+mlx-lm has ``QuantizedKVCache`` for one sequence and no batched form. Here:
+
+* :class:`QuantizedKV` — one request's cache: mlx-lm's ``QuantizedKVCache`` with what the
+  engine's batching needs (``size``, ``merge`` into a batch, a whole-prefix ``fill``).
+* :class:`BatchQuantizedKV` — a batch's: mlx-lm's ``BatchKVCache`` layout (rows left-padded to
+  one write position ``_idx``, ``offset`` and ``left_padding`` per row) with every key and value
+  kept as mlx's quantised triple ``(packed, scales, biases)``, grouped along the head dimension.
+
+Each step quantises only the new positions. Attention runs on the quantised cache itself: both
+classes carry ``bits`` and ``group_size``, which is what makes mlx-lm's attention take its
+quantised path (``quantized_matmul`` for the scores and for the weighted values), so the cache
+is never dequantised whole.
+
+:func:`make_cache` builds a model's cache with its plain KV layers in this form; sliding-window
+and recurrent layers stay as they are (their state is bounded by the window or fixed).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mlx.core as mx
+from mlx.utils import tree_map
+from mlx_lm.models.base import create_causal_mask
+from mlx_lm.models.cache import KVCache, QuantizedKVCache, _BaseCache, dynamic_roll, make_prompt_cache
+
+from mlxctl.engine.kv_config import KVQuant
+from mlxctl.errors import BadInputError
+
+def make_cache(model: Any, kv: KVQuant | None) -> list[Any]:
+    """The model's per-layer cache, its plain KV layers quantised when ``kv`` asks for it."""
+    cache = make_prompt_cache(model)
+    if kv is None or not kv.enabled:
+        return cache
+    return [QuantizedKV(kv.group_size, kv.bits) if type(c) is KVCache else c for c in cache]
+
+
+def _parts(x: Any) -> tuple:
+    return tuple(x)
+
+
+class QuantizedKV(QuantizedKVCache):
+    """One request's quantised KV (mlx-lm's ``QuantizedKVCache``, batchable)."""
+
+    def size(self) -> int:
+        return self.offset
+
+    def fill(self, keys: tuple, values: tuple) -> None:
+        """Start from already quantised keys and values (a prefix-cache hit): (1, heads, n, ·)."""
+        self.keys, self.values, self.offset = _parts(keys), _parts(values), keys[0].shape[2]
+
+    def held(self) -> tuple[tuple, tuple]:
+        """The keys and values of the positions written so far (views, no copy)."""
+        return tree_map(lambda x: x[..., : self.offset, :], (_parts(self.keys), _parts(self.values)))
+
+    @classmethod
+    def merge(cls, caches: list["QuantizedKV"]) -> "BatchQuantizedKV":
+        return BatchQuantizedKV.merge(caches)
+
+
+class BatchQuantizedKV(_BaseCache):
+    """A batch's quantised KV: ``BatchKVCache``'s layout, quantised triples for keys and values."""
+
+    step = 256
+
+    def __init__(self, left_padding: list[int], group_size: int = 64, bits: int = 8):
+        self.keys: tuple | None = None
+        self.values: tuple | None = None
+        self.left_padding = mx.array(left_padding)
+        self.offset = mx.array([-p for p in left_padding])
+        self._idx = 0
+        self._right_padding = None
+        self.group_size, self.bits = group_size, bits
+
+    # -- writing -----------------------------------------------------------------------------
+    def update_and_fetch(self, keys: mx.array, values: mx.array) -> tuple[tuple, tuple]:
+        prev, n = self._idx, keys.shape[2]
+        if self.keys is None or prev + n > self.keys[0].shape[2]:
+            self._grow(keys, values, n)
+        self.offset = self.offset + n
+        self._idx += n
+        for stored, new in ((self.keys, keys), (self.values, values)):
+            for part, q in zip(stored, mx.quantize(new, group_size=self.group_size, bits=self.bits)):
+                part[..., prev : self._idx, :] = q
+        return self.keys_and_values()
+
+    def _grow(self, keys: mx.array, values: mx.array, n: int) -> None:
+        steps = (self.step + n - 1) // self.step * self.step
+        fresh = tuple(_empty(x, steps, self.group_size, self.bits) for x in (keys, values))
+        if self.keys is None:
+            self.keys, self.values = fresh
+            return
+        held = tree_map(lambda x: x[..., : self._idx, :], (self.keys, self.values))
+        self.keys, self.values = (tuple(mx.concatenate([a, b], axis=2) for a, b in zip(h, f))
+                                  for h, f in zip(held, fresh))
+
+    def keys_and_values(self) -> tuple[tuple, tuple]:
+        return tree_map(lambda x: x[..., : self._idx, :], (self.keys, self.values))
+
+    # -- padding (what ``BatchKVCache`` does for prompts of several lengths) ---------------------
+    def prepare(self, *, left_padding=None, lengths=None, right_padding=None) -> None:
+        if left_padding is not None:
+            if self.keys is not None:
+                raise ValueError("left padding can only be added to an empty cache")
+            pad = mx.array(left_padding)
+            self.left_padding = self.left_padding + pad
+            self.offset = self.offset - pad
+        if right_padding is not None and max(right_padding) > 0:
+            self._right_padding = mx.array(right_padding)
+
+    def finalize(self) -> None:
+        if self._right_padding is not None:
+            self.roll(self._right_padding)
+            self._right_padding = None
+
+    def roll(self, shift: mx.array) -> None:
+        """Move each row right by ``shift[row]`` positions (its left padding grows by as much)."""
+        self.keys, self.values = tree_map(lambda x: dynamic_roll(x, shift[:, None], axis=2), (self.keys, self.values))
+        self.offset = self.offset - shift
+        self.left_padding = self.left_padding + shift
+
+    def make_mask(self, N: int, return_array: bool = False, **kwargs) -> mx.array:
+        return create_causal_mask(N, offset=self._idx, left_padding=self.left_padding, **kwargs)
+
+    # -- rows --------------------------------------------------------------------------------
+    def filter(self, batch_indices: mx.array, shift: int | None = None) -> None:
+        """Keep the listed rows; ``shift``: their smallest left padding when the host knows it
+        (else read from the device), dropped from every row."""
+        if self.keys is not None:
+            self.keys, self.values = tree_map(lambda x: x[batch_indices], (self.keys, self.values))
+        self.offset, self.left_padding = self.offset[batch_indices], self.left_padding[batch_indices]
+        if shift is None:
+            shift = min(self.left_padding.tolist())
+        if shift > 0:
+            if self.keys is not None:
+                self.keys, self.values = tree_map(lambda x: x[..., shift:, :], (self.keys, self.values))
+            self._idx -= shift
+            self.left_padding = self.left_padding - shift
+
+    def extract(self, idx: int, pad: int | None = None) -> QuantizedKV:
+        """Row ``idx`` as one request's cache; ``pad``: its left padding when the host knows it."""
+        if pad is None:
+            pad = self.left_padding.tolist()[idx]
+        out = QuantizedKV(self.group_size, self.bits)
+        out.keys, out.values = tree_map(lambda x: mx.contiguous(x[idx : idx + 1, :, pad : self._idx]),
+                                        (self.keys, self.values))
+        out.offset = self._idx - pad
+        return out
+
+    def extend(self, other: "BatchQuantizedKV") -> None:
+        """Append ``other``'s rows, both right-aligned at the later write position."""
+        if self.keys is None and other.keys is None:
+            self.left_padding = mx.concatenate([self.left_padding, other.left_padding])
+            self.offset = mx.concatenate([self.offset, other.offset])
+            return
+        top = max(self._idx, other._idx)
+        size = max(c.keys[0].shape[2] for c in (self, other) if c.keys is not None)
+        like = self if self.keys is not None else other
+        parts = [c._padded(top, size, like) for c in (self, other)]
+        self.keys = tuple(mx.concatenate([p[0][i] for p in parts]) for i in range(3))
+        self.values = tuple(mx.concatenate([p[1][i] for p in parts]) for i in range(3))
+        self.offset = mx.concatenate([self.offset, other.offset])
+        self.left_padding = mx.concatenate([self.left_padding + top - self._idx, other.left_padding + top - other._idx])
+        self._idx = top
+
+    def _padded(self, top: int, size: int, like: "BatchQuantizedKV") -> tuple[tuple, tuple]:
+        rows = self.offset.shape[0]
+        if self.keys is None:
+            empty = [tuple(mx.zeros((rows, *x.shape[1:2], 0, x.shape[3]), dtype=x.dtype) for x in side)
+                     for side in (like.keys, like.values)]
+            keys, values = empty
+        else:
+            keys, values = self.keys, self.values
+        left = top - self._idx
+        right = size - keys[0].shape[2] - left
+
+        def pad(x):
+            if right < 0:
+                x = x[..., :right, :]
+            if left or right > 0:
+                x = mx.pad(x, [(0, 0), (0, 0), (left, max(right, 0)), (0, 0)])
+            return x
+
+        return tuple(map(pad, keys)), tuple(map(pad, values))
+
+    @classmethod
+    def merge(cls, caches: list[QuantizedKV]) -> "BatchQuantizedKV":
+        """Several requests' caches as one batch, left-padded to the longest."""
+        first = caches[0]
+        lengths = [c.offset for c in caches]
+        longest = max(lengths)
+        out = cls([longest - n for n in lengths], first.group_size, first.bits)
+        if longest == 0:
+            return out
+        like = next(c for c in caches if c.keys is not None)
+
+        def side(name):
+            template = getattr(like, name)
+            rows = []
+            for c, n in zip(caches, lengths):
+                held = getattr(c, name)
+                row = []
+                for i, t in enumerate(template):
+                    shape = (1, t.shape[1], longest - n, t.shape[3])
+                    part = held[i][..., :n, :] if held is not None and n else t[..., :0, :]
+                    row.append(mx.concatenate([mx.zeros(shape, dtype=t.dtype), part], axis=2) if longest > n else part)
+                rows.append(row)
+            return tuple(mx.concatenate([r[i] for r in rows]) for i in range(3))
+
+        out.keys, out.values = side("keys"), side("values")
+        out.offset = out.offset + longest
+        out._idx = longest
+        return out
+
+    # -- the rest of mlx-lm's cache interface ---------------------------------------------------
+    @property
+    def state(self):
+        return self.keys, self.values, self.offset, self.left_padding, self._idx
+
+    @state.setter
+    def state(self, v):
+        self.keys, self.values, self.offset, self.left_padding, self._idx = v
+
+    def is_trimmable(self) -> bool:
+        return True
+
+    def trim(self, n: int) -> int:
+        n = min(self._idx, n)
+        self._idx -= n
+        self.offset = self.offset - n
+        return n
+
+    def size(self) -> int:
+        return self._idx
+
+    def empty(self) -> bool:
+        return self.keys is None
+
+    @property
+    def nbytes(self) -> int:
+        if self.keys is None:
+            return 0
+        return sum(x.nbytes for x in (*self.keys, *self.values))
+
+
+def _empty(like: mx.array, steps: int, group_size: int, bits: int) -> tuple[mx.array, mx.array, mx.array]:
+    """Zeroed room for ``steps`` positions of ``like``'s rows and heads, quantised."""
+    rows, heads, _, dim = like.shape
+    shape = (rows, heads, steps)
+    return (mx.zeros((*shape, dim * bits // 32), dtype=mx.uint32),
+            mx.zeros((*shape, dim // group_size), dtype=like.dtype),
+            mx.zeros((*shape, dim // group_size), dtype=like.dtype))
+
+
+def check_model(model: Any, kv: KVQuant) -> None:
+    """At load, under ``--kv-bits``: one token through a quantised cache, so a model whose
+    attention cannot take it (or whose head dimension the group size does not divide) is
+    refused with the reason, not at its first request."""
+    if not kv.enabled:
+        return
+    plain = make_prompt_cache(model)
+    model(mx.array([[0]]), cache=plain)
+    dims = {c.keys.shape[-1] for c in plain if type(c) is KVCache} | \
+        {c.values.shape[-1] for c in plain if type(c) is KVCache}
+    if not dims:
+        raise BadInputError("--kv-bits: this model has no plain KV layers to quantise (its layers keep "
+                            "sliding windows or recurrent state)", hint="leave --kv-bits out")
+    for dim in sorted(dims):
+        kv.check_head_dim(dim)
+    try:
+        mx.eval(model(mx.array([[0, 1]]), cache=make_cache(model, kv)))
+    except Exception as exc:  # noqa: BLE001 - an attention that reads the keys as one array
+        raise BadInputError(f"--kv-bits: this model's attention does not take quantised KV ({exc})",
+                            hint="leave --kv-bits out") from exc

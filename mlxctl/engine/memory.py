@@ -1,0 +1,203 @@
+"""Admission by memory: what a request's KV will cost, and whether it fits the budget.
+
+``serve --memory-budget-gb`` is one figure for everything a model server holds: the weights,
+the prefix cache and the KV of the requests it runs. The engine keeps the KV share of it:
+
+* **Cost.** :class:`KVFootprint` reads a model's KV bytes per token from a cache that holds one
+  token (so ``--kv-bits``, grouped-query heads, sliding windows and recurrent state all count as
+  they are built), rounded up to the 256-token steps caches grow by.
+* **Reservation.** A request reserves its prompt plus every token it may generate. Running
+  requests decode as one batch padded to its longest row, so what a set of requests needs is
+  their count times the longest reservation (:meth:`KVFootprint.batch_bytes`).
+* **Admission.** At submit a request whose KV alone cannot fit is refused (400, naming the
+  budget; a request that set no ``max_tokens`` is given as many new tokens as fit instead of
+  the whole context). A waiting request starts only when it fits beside the ones in flight; when
+  the queue already holds a budget's worth of work, a new request gets 503 with Retry-After.
+  Nothing runs out of memory mid-step because of the KV the engine admitted.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from mlxctl.errors import BadInputError, ContextOverflowError, MemoryBusyError
+
+STEP = 256  # KV caches grow by this many positions
+
+
+@dataclass(frozen=True)
+class KVFootprint:
+    per_token: int  # bytes per position of the layers that keep every position
+    windows: tuple[tuple[int, int], ...] = ()  # (bytes per position, window) of sliding-window layers
+    fixed: int = 0  # bytes of state that does not grow (recurrent layers)
+
+    @classmethod
+    def of(cls, model: Any, kv: Any = None) -> "KVFootprint":
+        """Measured on ``model``'s own cache (``--kv-bits`` applied) after one token."""
+        import mlx.core as mx
+
+        from mlxctl.engine.kv.quantized import make_cache
+
+        cache = make_cache(model, kv)
+        model(mx.array([[0]]), cache=cache)
+        per_token, windows, fixed = 0, [], 0
+        for layer in cache:
+            keys, values = getattr(layer, "keys", None), getattr(layer, "values", None)
+            if keys is None:  # recurrent state (ArraysCache and kin): a fixed size
+                fixed += sum(a.nbytes for a in getattr(layer, "state", ()) if hasattr(a, "nbytes"))
+                continue
+            width = sum(_row_bytes(part) for side in (keys, values) for part in _parts(side))
+            window = getattr(layer, "max_size", None)
+            if window:
+                windows.append((width, int(window)))
+            else:
+                per_token += width
+        return cls(per_token, tuple(windows), fixed)
+
+    def bytes_for(self, tokens: int) -> int:
+        """One sequence of ``tokens`` positions."""
+        n = math.ceil(max(tokens, 1) / STEP) * STEP
+        return self.per_token * n + sum(width * min(n, window) for width, window in self.windows) + self.fixed
+
+    def batch_bytes(self, reserves: list[int]) -> int:
+        """Requests reserving these many positions each, as one batch padded to the longest."""
+        return len(reserves) * self.bytes_for(max(reserves)) if reserves else 0
+
+    def tokens_within(self, budget: int) -> int:
+        """The longest single sequence whose KV fits ``budget`` bytes (0: none)."""
+        if self.bytes_for(1) > budget:
+            return 0
+        if self.per_token == 0:
+            return 1 << 62  # nothing grows past the windows
+        lo, hi = 1, max(1, budget // self.per_token) + STEP
+        while lo < hi:  # bytes_for rises with the tokens
+            mid = (lo + hi + 1) // 2
+            lo, hi = (mid, hi) if self.bytes_for(mid) <= budget else (lo, mid - 1)
+        return lo
+
+
+def _parts(side: Any) -> tuple:
+    return tuple(side) if isinstance(side, (tuple, list)) else (side,)
+
+
+def _row_bytes(a: Any) -> int:
+    """Bytes one position of a (batch, heads, positions, width) cache array holds."""
+    return a.shape[1] * a.shape[3] * a.dtype.size if a.ndim == 4 else 0
+
+
+class KVBudget:
+    """The engine's share of ``--memory-budget-gb``: what is left for KV once the weights and the
+    prefix cache are counted, and the checks that keep the running requests within it."""
+
+    def __init__(self, total: int, held: dict[str, int], footprint: KVFootprint, context_length: int):
+        self.total, self.held, self.footprint = total, held, footprint
+        self.kv_bytes = total - sum(held.values())
+        self.longest = footprint.tokens_within(self.kv_bytes)
+        if self.longest < 2:
+            parts = ", ".join(f"{name} {gib(b)}" for name, b in held.items())
+            raise BadInputError(f"--memory-budget-gb {gib(total)} leaves no room for KV beside {parts}",
+                                hint="raise --memory-budget-gb, or lower --prefix-cache-gb")
+        self.context_length = context_length
+
+    def describe(self) -> str:
+        held = ", ".join(f"{name} {gib(b)}" for name, b in self.held.items())
+        fits = min(self.longest, self.context_length)
+        return (f"memory budget {gib(self.total)}: {held}, KV {gib(self.kv_bytes)} "
+                f"({self.footprint.per_token} bytes a token; one sequence of up to {fits} tokens)")
+
+    def admit_alone(self, prompt_len: int, max_new: int, field: str | None) -> int:
+        """The new tokens a request may generate, its KV alone within the budget (400 otherwise)."""
+        room = self.longest - prompt_len
+        if room < 1:
+            raise ContextOverflowError(
+                f"the prompt has {prompt_len} tokens, whose KV ({gib(self.footprint.bytes_for(prompt_len + 1))}) "
+                f"does not fit the memory budget's {gib(self.kv_bytes)} for KV: at most {self.longest - 1} "
+                "prompt tokens fit; nothing was truncated",
+                prompt_tokens=prompt_len, context_length=self.longest)
+        if field is not None and max_new > room:
+            raise ContextOverflowError(
+                f"{field} is {max_new} but with a {prompt_len}-token prompt at most {room} new tokens fit the "
+                f"memory budget's {gib(self.kv_bytes)} for KV",
+                prompt_tokens=prompt_len, context_length=self.longest, max_tokens=max_new, param=field)
+        return min(max_new, room)
+
+    def fits(self, reserves: list[int]) -> bool:
+        return self.footprint.batch_bytes(reserves) <= self.kv_bytes
+
+    def check_queue(self, queued: list[int], reserve: int, running: int) -> None:
+        """503 when the requests already waiting fill the KV budget on their own."""
+        if queued and not self.fits([*queued, reserve]):
+            raise MemoryBusyError(
+                f"the server's memory budget is taken: {len(queued)} queued and {running} running requests "
+                f"reserve its {gib(self.kv_bytes)} for KV", retry_after_s=max(1, len(queued)),
+                hint="retry later, or send a smaller max_tokens")
+
+
+def gib(n: int) -> str:
+    """Bytes for a message: GiB, or MiB below one GiB."""
+    return f"{n / (1 << 30):.2f} GiB" if n >= 1 << 30 else f"{n / (1 << 20):.1f} MiB"
+
+
+def setup(engine: Any) -> None:
+    """Once the engine's models are loaded: its KV budget (``engine.memory``), the scheduler's
+    check against it, and its share of the wired limit (Metal only: engine/wired.py)."""
+    from mlxctl.engine import wired
+
+    engine.memory = kv_budget(engine)
+    engine.scheduler.fits = engine.memory.fits if engine.memory is not None else None
+    wired.hold(id(engine), lambda: wired_need(engine))
+
+
+def status(engine: Any) -> dict | None:
+    """``engine.stats()["memory"]``: the budget, what it holds and what the requests in flight reserve."""
+    budget = engine.memory
+    if budget is None:
+        return None
+    scheduler = engine.scheduler
+    reserved = budget.footprint.batch_bytes([r.reserve for r in (*scheduler.running, *scheduler.prefilling)])
+    return {"budget_bytes": budget.total, **{f"{k.replace(' ', '_')}_bytes": v for k, v in budget.held.items()},
+            "kv_budget_bytes": budget.kv_bytes, "kv_reserved_bytes": reserved,
+            "kv_queued_bytes": budget.footprint.batch_bytes(list(scheduler.queued_reserves)),
+            "kv_bytes_per_token": budget.footprint.per_token, "longest_sequence": budget.longest}
+
+
+def kv_budget(engine: Any) -> KVBudget | None:
+    """The engine's KV budget under ``memory_budget_bytes`` (None: no budget): the weights of
+    the model (its vision towers and draft model too) and the prefix cache's cap come first (its
+    default cap shrinks to a quarter of what the weights leave)."""
+    import logging
+
+    from mlxctl.engine.wired import model_bytes
+
+    total = engine.config.memory_budget_bytes
+    if not total:
+        return None
+    loaded = engine.model
+    towers = getattr(getattr(loaded, "vision", None), "towers", None)
+    draft = getattr(engine, "draft", None)
+    held = {"weights": sum(model_bytes(m) for m in (loaded.model, towers, getattr(draft, "model", None))
+                           if m is not None)}
+    if engine.prefix.enabled:
+        if not engine.config.prefix.max_bytes:  # no --prefix-cache-gb: a quarter of what the weights leave
+            engine.prefix.cache.max_bytes = min(engine.prefix.cache.max_bytes, max(0, total - held["weights"]) // 4)
+        held["prefix cache"] = engine.prefix.cache.max_bytes
+    budget = KVBudget(total, held, KVFootprint.of(loaded.model, engine.config.kv), loaded.context_length)
+    logging.getLogger("mlxctl.engine").info("%s", budget.describe())
+    return budget
+
+
+def wired_need(engine: Any) -> int:
+    """What an engine asks Metal to keep wired: its whole budget under ``--memory-budget-gb``,
+    else its weights, the prefix cache's cap and the KV of ``max_num_seqs`` full contexts (the
+    wired limit then stops at the recommended working set: engine/wired.py)."""
+    from mlxctl.engine.wired import model_bytes
+
+    if engine.memory is not None:
+        return engine.memory.total
+    loaded = engine.model
+    prefix = engine.prefix.cache.max_bytes if engine.prefix.enabled else 0
+    kv = KVFootprint.of(loaded.model, engine.config.kv)
+    return model_bytes(loaded.model) + prefix + \
+        kv.batch_bytes([loaded.context_length] * engine.scheduler.cfg.max_num_seqs)
