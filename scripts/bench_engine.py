@@ -14,7 +14,7 @@ every contender, so the engine's prefix cache never serves them. Every shape is 
 
 ``--variant`` adds an engine with other settings on the same loaded model, measured in the same
 interleaved rounds (keys: prefill_chunk, max_prefilling, prefill_step_ms, pool_cap_bytes, speculative,
-num_draft_tokens), so an engine setting is
+num_draft_tokens, kv_bits), so an engine setting is
 compared side by side, e.g. ``--variant clear-always:pool_cap_bytes=0``.
 """
 
@@ -169,11 +169,15 @@ def engine_configs(args, sizes: list[int]) -> dict:
                 scheduler[key] = int(value)
             elif key == "pool_cap_bytes":
                 engine[key] = int(value)
+            elif key == "kv_bits":  # --kv-bits, groups of 64
+                from mlxctl.engine.kv_config import KVQuant
+
+                engine["kv"] = KVQuant(int(value), 64)
             elif key in ("speculative", "num_draft_tokens"):
                 speculation["mode" if key == "speculative" else key] = value if key == "speculative" else int(value)
             else:
                 raise SystemExit(f"--variant {spec}: unknown setting {key!r} (prefill_chunk, max_prefilling, "
-                                 "prefill_step_ms, pool_cap_bytes, speculative, num_draft_tokens)")
+                                 "prefill_step_ms, pool_cap_bytes, speculative, num_draft_tokens, kv_bits)")
         configs[f"engine[{name}]"] = dataclasses.replace(
             base, scheduler=dataclasses.replace(base.scheduler, **scheduler),
             speculation=dataclasses.replace(base.speculation, **speculation), **engine)
@@ -205,6 +209,8 @@ def main() -> int:
     result["single"] = run_single(loaded, engines, prompts(loaded, args.prompt_tokens, 1)[0], args)
     for c in sizes:
         result[f"concurrency_{c}"] = run_batch(loaded, engines, c, args)
+    result["speculation"] = {name: e.stats()["speculative"] for name, e in engines.items()
+                             if e.stats()["speculative"].get("active")}  # drafts, acceptance, measured rates
     for engine in engines.values():
         engine.shutdown()
     print(json.dumps(result, indent=2) if args.json else human(result))

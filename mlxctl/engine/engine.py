@@ -223,9 +223,9 @@ class Engine:
         self.vocab_size = _vocab_size(self.model)
         self.scheduler.cfg = resolve_auto(self.scheduler.cfg)
         self.scheduler.pace.target_s = self.scheduler.cfg.prefill_step_ms / 1000
-        check_kv(self.model.model, self.config.kv)
-        self.runner = ModelRunner(self.model.model, getattr(self.model, "vision", None), self.config.kv)
-        self.prefix = PrefixReuse(self.model, self.config.prefix, self.config.kv)
+        kv = check_kv(self.model.model, self.config.kv)  # where MLX cannot attend over it: dequantised
+        self.runner = ModelRunner(self.model.model, getattr(self.model, "vision", None), kv)
+        self.prefix = PrefixReuse(self.model, self.config.prefix, kv)
         self.prompts = PromptWork(self.runner, self.prefix, lambda req, exc: self._finish(req, FinishReason.ERROR, exc),
                                   self.scheduler.pace)
         cap = self.config.pool_cap_bytes

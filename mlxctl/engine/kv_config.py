@@ -16,6 +16,7 @@ class KVQuant:
 
     bits: int = 0
     group_size: int = 64
+    dequantize_attention: bool = False  # set at load where MLX cannot attend over quantised KV (kv/quantized.py)
 
     def __post_init__(self) -> None:
         if self.bits not in (0, *BITS):

@@ -183,7 +183,7 @@ def kv_budget(engine: Any) -> KVBudget | None:
         if not engine.config.prefix.max_bytes:  # no --prefix-cache-gb: a quarter of what the weights leave
             engine.prefix.cache.max_bytes = min(engine.prefix.cache.max_bytes, max(0, total - held["weights"]) // 4)
         held["prefix cache"] = engine.prefix.cache.max_bytes
-    budget = KVBudget(total, held, KVFootprint.of(loaded.model, engine.config.kv), loaded.context_length)
+    budget = KVBudget(total, held, KVFootprint.of(loaded.model, engine.runner.kv), loaded.context_length)
     logging.getLogger("mlxctl.engine").info("%s", budget.describe())
     return budget
 
@@ -198,6 +198,6 @@ def wired_need(engine: Any) -> int:
         return engine.memory.total
     loaded = engine.model
     prefix = engine.prefix.cache.max_bytes if engine.prefix.enabled else 0
-    kv = KVFootprint.of(loaded.model, engine.config.kv)
+    kv = KVFootprint.of(loaded.model, engine.runner.kv)
     return model_bytes(loaded.model) + prefix + \
         kv.batch_bytes([loaded.context_length] * engine.scheduler.cfg.max_num_seqs)

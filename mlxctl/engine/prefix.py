@@ -358,7 +358,7 @@ def _kv_shape(model: Any, cache: list[Any], cut: tuple[int, ...]) -> tuple[Any, 
     keys = cache[cut[0]].keys
     if isinstance(keys, (tuple, list)):  # --kv-bits: (packed, scales, biases)
         layer = cache[cut[0]]
-        return keys[1].dtype, keys[0].shape[-1] * 32 // layer.bits
+        return keys[1].dtype, keys[0].shape[-1] * 32 // layer.kv_bits
     return keys.dtype, keys.shape[-1]
 
 

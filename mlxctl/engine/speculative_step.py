@@ -44,6 +44,7 @@ def status(engine: Any) -> dict:
         out["num_draft_tokens"] = spec.num_draft_tokens
         out.update(engine.speculation.as_dict())
         out["tokens_per_s"] = engine.spec_policy.snapshot()
+        out["decode_steps"] = dict(engine.spec_policy.counts)
     return out
 
 
@@ -207,6 +208,7 @@ class Policy:
         self.rates: dict[tuple[int, bool], float] = {}  # (rows, speculative) -> tokens/s
         self._plain_steps: dict[int, int] = {}  # rows -> plain steps since the last speculative one
         self._after_spec = False  # the plain step right after a speculative one only refills the pipeline
+        self.counts = {"speculative": 0, "plain": 0}  # decode-only steps of each kind taken while speculating
 
     def choose(self, rows: int) -> bool:
         spec, plain = self.rates.get((rows, True)), self.rates.get((rows, False))
@@ -223,6 +225,7 @@ class Policy:
         A speculative step that found no draft counts as speculative: looking for drafts needs
         the pending tokens on the host, so such a step loses the pipeline's overlap, and text that
         seldom repeats must measure as what it costs."""
+        self.counts["speculative" if speculative else "plain"] += 1
         refill, self._after_spec = self._after_spec and not speculative, speculative
         if refill or tokens <= 0 or seconds <= 0:
             return

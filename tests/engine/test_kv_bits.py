@@ -234,3 +234,35 @@ def test_requests_joining_a_running_batch_decode_what_they_do_alone(bits):
         heads = firsts + [None]
         got = [gather_events(([head] if head else []) + list(s)).token_ids for head, s in zip(heads, streams)]
         assert got == alone
+
+
+@pytest.mark.parametrize("bits", [8, 4])
+def test_where_attention_cannot_read_quantised_kv_it_gets_it_dequantised(bits):
+    """MLX's CUDA backend (0.32) has no quantised matmul for attention's shapes: the cache stays
+    quantised and hands attention dequantised arrays; the same numbers up to rounding."""
+    model = tiny_llama(hidden=128, vocab=256)
+    fallback = KVQuant(bits, 32, dequantize_attention=True)
+    cache = make_cache(model, fallback)
+    assert not hasattr(cache[0], "bits")  # mlx-lm's attention takes its plain path
+    for prompt in PROMPTS[:3]:
+        quantised = greedy(model, prompt, 16, make_cache(model, KVQuant(bits, 32)))
+        assert greedy(model, prompt, 16, make_cache(model, fallback)) == quantised
+    with Engine(lambda: loaded(), EngineConfig(kv=fallback)) as engine:
+        alone = [engine.submit(p, GREEDY).collect().token_ids for p in PROMPTS]
+        together = [engine.submit(p, GREEDY) for p in PROMPTS]
+        assert [s.collect().token_ids for s in together] == alone
+        assert engine.stats()["memory"] is None and engine.batch.nbytes() == 0
+
+
+def test_the_engine_falls_back_to_dequantised_attention_where_mlx_has_no_kernel(monkeypatch, caplog):
+    """The CUDA backend's missing kernel cannot run here: its error is raised in its place."""
+    import mlx_lm.models.base as base
+
+    def no_kernel(*args, **kwargs):
+        raise ValueError("[quantized_matmul] No implementation for problem shape")
+
+    monkeypatch.setattr(base.mx, "quantized_matmul", no_kernel)
+    with Engine(lambda: loaded(), EngineConfig(kv=KVQuant(8, 32))) as engine:
+        assert engine.runner.kv.dequantize_attention
+        assert len(engine.submit(PROMPTS[0], GREEDY).collect().token_ids) == GREEDY.max_tokens
+    assert "dequantised for attention" in caplog.text

@@ -19,12 +19,14 @@ and recurrent layers stay as they are (their state is bounded by the window or f
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 from typing import Any
 
 import mlx.core as mx
 from mlx.utils import tree_map
 from mlx_lm.models.base import create_causal_mask
-from mlx_lm.models.cache import KVCache, QuantizedKVCache, _BaseCache, dynamic_roll, make_prompt_cache
+from mlx_lm.models.cache import KVCache, _BaseCache, create_attention_mask, dynamic_roll, make_prompt_cache
 
 from mlxctl.engine.kv_config import KVQuant
 from mlxctl.errors import BadInputError
@@ -34,25 +36,114 @@ def make_cache(model: Any, kv: KVQuant | None) -> list[Any]:
     cache = make_prompt_cache(model)
     if kv is None or not kv.enabled:
         return cache
-    return [QuantizedKV(kv.group_size, kv.bits) if type(c) is KVCache else c for c in cache]
+    return [QuantizedKV(kv.group_size, kv.bits, kv.dequantize_attention) if type(c) is KVCache else c
+            for c in cache]
 
 
 def _parts(x: Any) -> tuple:
     return tuple(x)
 
 
-class QuantizedKV(QuantizedKVCache):
-    """One request's quantised KV (mlx-lm's ``QuantizedKVCache``, batchable)."""
+class _Quantized(_BaseCache):
+    """What both caches share: the stored triples up to a write position ``_end()``, grown in
+    steps of 256 positions; and what attention is given. mlx-lm's attention takes its quantised
+    path when the cache has ``bits``; where MLX has no quantised matmul for attention's shapes
+    (its CUDA backend, 0.32), ``dequantize`` hides ``bits`` and hands attention the keys and
+    values dequantised: the cache still holds a quarter or an eighth of the memory, and each
+    step pays for the conversion."""
+
+    step = 256
+    keys: tuple | None
+    values: tuple | None
+
+    def _setup(self, group_size: int, bits: int, dequantize: bool) -> None:
+        self.keys = self.values = None
+        self.group_size, self.kv_bits, self.dequantize = group_size, bits, dequantize
+
+    @property
+    def bits(self) -> int:
+        if self.dequantize:
+            raise AttributeError("bits")  # mlx-lm's attention then takes its plain path
+        return self.kv_bits
+
+    def _end(self) -> int:
+        raise NotImplementedError
+
+    def _store(self, keys: mx.array, values: mx.array) -> None:
+        """Quantise the new positions into place after the write position (not moved here)."""
+        prev, n = self._end(), keys.shape[2]
+        if self.keys is None or prev + n > self.keys[0].shape[2]:
+            steps = (self.step + n - 1) // self.step * self.step
+            fresh = tuple(_empty(x, steps, self.group_size, self.kv_bits) for x in (keys, values))
+            if self.keys is None:
+                self.keys, self.values = fresh
+            else:
+                held = tree_map(lambda x: x[..., :prev, :], (self.keys, self.values))
+                self.keys, self.values = (tuple(mx.concatenate([a, b], axis=2) for a, b in zip(h, f))
+                                          for h, f in zip(held, fresh))
+        for stored, new in ((self.keys, keys), (self.values, values)):
+            for part, q in zip(stored, mx.quantize(new, group_size=self.group_size, bits=self.kv_bits)):
+                part[..., prev : prev + n, :] = q
+
+    def keys_and_values(self) -> tuple[Any, Any]:
+        held = tree_map(lambda x: x[..., : self._end(), :], (_parts(self.keys), _parts(self.values)))
+        if not self.dequantize:
+            return held
+        return tuple(mx.dequantize(*side, group_size=self.group_size, bits=self.kv_bits) for side in held)
+
+    def is_trimmable(self) -> bool:
+        return True
+
+    def empty(self) -> bool:
+        return self.keys is None
+
+    @property
+    def nbytes(self) -> int:
+        if self.keys is None:
+            return 0
+        return sum(x.nbytes for x in (*self.keys, *self.values))
+
+
+class QuantizedKV(_Quantized):
+    """One request's quantised KV (what mlx-lm's ``QuantizedKVCache`` holds, batchable)."""
+
+    def __init__(self, group_size: int = 64, bits: int = 8, dequantize: bool = False):
+        self._setup(group_size, bits, dequantize)
+        self.offset = 0
+
+    def _end(self) -> int:
+        return self.offset
+
+    def update_and_fetch(self, keys: mx.array, values: mx.array) -> tuple[Any, Any]:
+        self._store(keys, values)
+        self.offset += keys.shape[2]
+        return self.keys_and_values()
 
     def size(self) -> int:
         return self.offset
+
+    def trim(self, n: int) -> int:
+        n = min(self.offset, n)
+        self.offset -= n
+        return n
+
+    def make_mask(self, *args, **kwargs):
+        return create_attention_mask(*args, offset=self.offset, **kwargs)
+
+    @property
+    def state(self):
+        return self.keys, self.values, self.offset
+
+    @state.setter
+    def state(self, v):
+        self.keys, self.values, self.offset = v
 
     def fill(self, keys: tuple, values: tuple) -> None:
         """Start from already quantised keys and values (a prefix-cache hit): (1, heads, n, ·)."""
         self.keys, self.values, self.offset = _parts(keys), _parts(values), keys[0].shape[2]
 
     def held(self) -> tuple[tuple, tuple]:
-        """The keys and values of the positions written so far (views, no copy)."""
+        """The quantised keys and values of the positions written so far (views, no copy)."""
         return tree_map(lambda x: x[..., : self.offset, :], (_parts(self.keys), _parts(self.values)))
 
     @classmethod
@@ -60,44 +151,24 @@ class QuantizedKV(QuantizedKVCache):
         return BatchQuantizedKV.merge(caches)
 
 
-class BatchQuantizedKV(_BaseCache):
+class BatchQuantizedKV(_Quantized):
     """A batch's quantised KV: ``BatchKVCache``'s layout, quantised triples for keys and values."""
 
-    step = 256
-
-    def __init__(self, left_padding: list[int], group_size: int = 64, bits: int = 8):
-        self.keys: tuple | None = None
-        self.values: tuple | None = None
+    def __init__(self, left_padding: list[int], group_size: int = 64, bits: int = 8, dequantize: bool = False):
+        self._setup(group_size, bits, dequantize)
         self.left_padding = mx.array(left_padding)
         self.offset = mx.array([-p for p in left_padding])
         self._idx = 0
         self._right_padding = None
-        self.group_size, self.bits = group_size, bits
 
-    # -- writing -----------------------------------------------------------------------------
-    def update_and_fetch(self, keys: mx.array, values: mx.array) -> tuple[tuple, tuple]:
-        prev, n = self._idx, keys.shape[2]
-        if self.keys is None or prev + n > self.keys[0].shape[2]:
-            self._grow(keys, values, n)
-        self.offset = self.offset + n
-        self._idx += n
-        for stored, new in ((self.keys, keys), (self.values, values)):
-            for part, q in zip(stored, mx.quantize(new, group_size=self.group_size, bits=self.bits)):
-                part[..., prev : self._idx, :] = q
+    def _end(self) -> int:
+        return self._idx
+
+    def update_and_fetch(self, keys: mx.array, values: mx.array) -> tuple[Any, Any]:
+        self._store(keys, values)
+        self.offset = self.offset + keys.shape[2]
+        self._idx += keys.shape[2]
         return self.keys_and_values()
-
-    def _grow(self, keys: mx.array, values: mx.array, n: int) -> None:
-        steps = (self.step + n - 1) // self.step * self.step
-        fresh = tuple(_empty(x, steps, self.group_size, self.bits) for x in (keys, values))
-        if self.keys is None:
-            self.keys, self.values = fresh
-            return
-        held = tree_map(lambda x: x[..., : self._idx, :], (self.keys, self.values))
-        self.keys, self.values = (tuple(mx.concatenate([a, b], axis=2) for a, b in zip(h, f))
-                                  for h, f in zip(held, fresh))
-
-    def keys_and_values(self) -> tuple[tuple, tuple]:
-        return tree_map(lambda x: x[..., : self._idx, :], (self.keys, self.values))
 
     # -- padding (what ``BatchKVCache`` does for prompts of several lengths) ---------------------
     def prepare(self, *, left_padding=None, lengths=None, right_padding=None) -> None:
@@ -143,7 +214,7 @@ class BatchQuantizedKV(_BaseCache):
         """Row ``idx`` as one request's cache; ``pad``: its left padding when the host knows it."""
         if pad is None:
             pad = self.left_padding.tolist()[idx]
-        out = QuantizedKV(self.group_size, self.bits)
+        out = QuantizedKV(self.group_size, self.kv_bits, self.dequantize)
         out.keys, out.values = tree_map(lambda x: mx.contiguous(x[idx : idx + 1, :, pad : self._idx]),
                                         (self.keys, self.values))
         out.offset = self._idx - pad
@@ -191,7 +262,7 @@ class BatchQuantizedKV(_BaseCache):
         first = caches[0]
         lengths = [c.offset for c in caches]
         longest = max(lengths)
-        out = cls([longest - n for n in lengths], first.group_size, first.bits)
+        out = cls([longest - n for n in lengths], first.group_size, first.kv_bits, first.dequantize)
         if longest == 0:
             return out
         like = next(c for c in caches if c.keys is not None)
@@ -223,9 +294,6 @@ class BatchQuantizedKV(_BaseCache):
     def state(self, v):
         self.keys, self.values, self.offset, self.left_padding, self._idx = v
 
-    def is_trimmable(self) -> bool:
-        return True
-
     def trim(self, n: int) -> int:
         n = min(self._idx, n)
         self._idx -= n
@@ -234,15 +302,6 @@ class BatchQuantizedKV(_BaseCache):
 
     def size(self) -> int:
         return self._idx
-
-    def empty(self) -> bool:
-        return self.keys is None
-
-    @property
-    def nbytes(self) -> int:
-        if self.keys is None:
-            return 0
-        return sum(x.nbytes for x in (*self.keys, *self.values))
 
 
 def _empty(like: mx.array, steps: int, group_size: int, bits: int) -> tuple[mx.array, mx.array, mx.array]:
@@ -254,12 +313,14 @@ def _empty(like: mx.array, steps: int, group_size: int, bits: int) -> tuple[mx.a
             mx.zeros((*shape, dim // group_size), dtype=like.dtype))
 
 
-def check_model(model: Any, kv: KVQuant) -> None:
+def check_model(model: Any, kv: KVQuant) -> KVQuant:
     """At load, under ``--kv-bits``: one token through a quantised cache, so a model whose
     attention cannot take it (or whose head dimension the group size does not divide) is
-    refused with the reason, not at its first request."""
+    refused with the reason, not at its first request. Returns the settings to run with: where
+    MLX has no quantised matmul for attention's shapes (its CUDA backend, 0.32), attention is
+    given the cache dequantised (``dequantize_attention``), with a warning."""
     if not kv.enabled:
-        return
+        return kv
     plain = make_prompt_cache(model)
     model(mx.array([[0]]), cache=plain)
     dims = {c.keys.shape[-1] for c in plain if type(c) is KVCache} | \
@@ -271,6 +332,15 @@ def check_model(model: Any, kv: KVQuant) -> None:
         kv.check_head_dim(dim)
     try:
         mx.eval(model(mx.array([[0, 1]]), cache=make_cache(model, kv)))
-    except Exception as exc:  # noqa: BLE001 - an attention that reads the keys as one array
-        raise BadInputError(f"--kv-bits: this model's attention does not take quantised KV ({exc})",
-                            hint="leave --kv-bits out") from exc
+        return kv
+    except Exception as exc:  # noqa: BLE001 - no kernel for these shapes, or an attention of its own
+        fallback = dataclasses.replace(kv, dequantize_attention=True)
+        try:
+            mx.eval(model(mx.array([[0, 1]]), cache=make_cache(model, fallback)))
+        except Exception:  # noqa: BLE001 - not even with plain arrays
+            raise BadInputError(f"--kv-bits: this model's attention does not take quantised KV ({exc})",
+                                hint="leave --kv-bits out") from exc
+        logging.getLogger("mlxctl.engine").warning(
+            "--kv-bits: MLX cannot attend over quantised KV here (%s); the cache is kept quantised and "
+            "dequantised for attention each step (less memory, slower decoding)", " ".join(str(exc).split())[:160])
+        return fallback
