@@ -3,6 +3,7 @@ costs and how long a context may be, checked before any model loads (docs/memory
 
 from __future__ import annotations
 
+import math
 from typing import Annotated, Optional
 
 import typer
@@ -38,7 +39,7 @@ def memory_budget(text: str) -> int | None:
         gb = -1.0
     if not gb >= 0 or gb == float("inf"):
         raise BadInputError(f"--memory-budget-gb must be a number of GiB, auto or 0, got {text!r}")
-    return int(gb * (1 << 30)) or None
+    return math.ceil(gb * (1 << 30)) or None  # a positive budget never rounds down to "none"
 
 
 def device_memory() -> int:

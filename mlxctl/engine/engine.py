@@ -98,13 +98,15 @@ class Engine:
 
     def submit(self, prompt_tokens: list[int], params: SamplingParams, *, request_id: str | None = None,
                loop: asyncio.AbstractEventLoop | None = None, cache_salt: str = "",
-               images: Sequence[Any] = ()) -> RequestStream:
+               images: Sequence[Any] = (), group: Any = None) -> RequestStream:
         """Queue a request; read its events from the returned stream (async when ``loop``).
 
         ``images`` (``vision.images.ImageInput``, a vision model only): one per image placeholder
         token of the prompt, in order. Each placeholder is expanded to the image's feature
         positions, the prompt is prefilled from input embeddings with the features spliced in,
-        and the prefix cache is keyed by the images' content hashes too."""
+        and the prefix cache is keyed by the images' content hashes too. ``group``: what the
+        request belongs to (an HTTP request's ``n`` choices): the memory budget does not count
+        a request's siblings as others' queued work."""
         params.validate(self.vocab_size)
         if params.num_draft_tokens and not self.speculates:
             raise BadInputError("num_draft_tokens: this server does not speculate"
@@ -127,11 +129,9 @@ class Engine:
         rid = request_id or f"req-{next(self._ids)}"
         stream = RequestStream(rid, self.abort, loop)
         req = Request(rid, list(prompt_tokens), params, stream, max_new, constraint=matcher,
-                      cache_salt=cache_salt, images=tuple(images), image_spans=spans)
+                      cache_salt=cache_salt, images=tuple(images), image_spans=spans, group=group)
         with self._unseen_lock:
-            if self.memory is not None:
-                self.memory.check_queue([r.reserve for r in self._unseen.values()] + self.scheduler.queued_reserves,
-                                        req.reserve, len(self.scheduler.running) + len(self.scheduler.prefilling))
+            memory.check_submit(self, req)  # 503 when the queue already fills the memory budget
             self._unseen[id(req)] = req
         self._inbox.put(("add", req))
         return stream

@@ -150,6 +150,21 @@ def setup(engine: Any) -> None:
     wired.hold(id(engine), lambda: wired_need(engine))
 
 
+def queued(engine: Any, exclude: Any = None) -> list[Any]:
+    """The requests submitted and not yet started (the inbox's too), less those of ``exclude``'s group."""
+    waiting = [*engine._unseen.values(), *engine.scheduler.queued_work]
+    return [r for r in waiting if r is not exclude and (exclude is None or r.group is None or r.group is not exclude.group)]
+
+
+def check_submit(engine: Any, req: Any) -> None:
+    """At submit (under the engine's inbox lock): 503 with Retry-After when the requests already
+    queued, not counting ``req``'s own group, fill the KV budget on their own."""
+    if engine.memory is not None:
+        scheduler = engine.scheduler
+        engine.memory.check_queue([r.reserve for r in queued(engine, req)], req.reserve,
+                                  len(scheduler.running) + len(scheduler.prefilling))
+
+
 def status(engine: Any) -> dict | None:
     """``engine.stats()["memory"]``: the budget, what it holds and what the requests in flight reserve."""
     budget = engine.memory
@@ -157,9 +172,11 @@ def status(engine: Any) -> dict | None:
         return None
     scheduler = engine.scheduler
     reserved = budget.footprint.batch_bytes([r.reserve for r in (*scheduler.running, *scheduler.prefilling)])
+    with engine._unseen_lock:
+        waiting = [r.reserve for r in queued(engine)]
     return {"budget_bytes": budget.total, **{f"{k.replace(' ', '_')}_bytes": v for k, v in budget.held.items()},
             "kv_budget_bytes": budget.kv_bytes, "kv_reserved_bytes": reserved,
-            "kv_queued_bytes": budget.footprint.batch_bytes(list(scheduler.queued_reserves)),
+            "kv_queued_bytes": budget.footprint.batch_bytes(waiting),
             "kv_bytes_per_token": budget.footprint.per_token, "longest_sequence": budget.longest}
 
 

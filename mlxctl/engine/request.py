@@ -53,6 +53,7 @@ class Request:
     checkpoint_at: list[int] = field(default_factory=list)  # prompt positions to checkpoint at (engine/checkpoints.py)
     proposer: Any = None  # speculative.NgramProposer, made at its first speculative step
     speculation: SpeculationStats = field(default_factory=SpeculationStats)  # its drafts, checked and accepted
+    group: Any = None  # what it was submitted with (an HTTP request's n choices): see engine/memory.py
 
     @property
     def prompt_len(self) -> int:

@@ -200,14 +200,14 @@ class Scheduler:
         self.one_at_a_time: set[str] = set()  # suspects after a failed step (see engine.recovery)
         self.pace = PrefillPace((cfg.prefill_step_ms or 0) / 1000)  # the engine sets it once resolved
         self.fits: Callable[[list[int]], bool] | None = None  # the memory budget's check, when there is one
-        self.queued_reserves: list[int] = []  # the waiting requests' reserves, replaced whole (read by any thread)
+        self.queued_work: list[Request] = []  # the waiting requests, replaced whole (read by any thread)
 
     def add(self, req: Request) -> None:
         self.waiting.append(req)
         self._note()
 
     def _note(self) -> None:
-        self.queued_reserves = [r.reserve for r in self.waiting]
+        self.queued_work = list(self.waiting)
 
     def schedule(self) -> StepPlan:
         for req in admit(self.waiting, self.prefilling, self.running, self.cfg, self.one_at_a_time, self.fits):

@@ -30,7 +30,8 @@ def submit(request: web.Request, tokens: list[int], params: SamplingParams, cach
     if engine.queued >= settings.max_waiting:  # the inbox too: a burst arrives while a step runs
         raise ApiError(503, "the server is busy: too many queued requests", headers={"Retry-After": "1"})
     try:
-        return engine.submit(tokens, params, loop=asyncio.get_running_loop(), cache_salt=cache_salt, images=images)
+        return engine.submit(tokens, params, loop=asyncio.get_running_loop(), cache_salt=cache_salt, images=images,
+                             group=request)  # a request's n choices do not queue against each other
     except MlxctlError as err:
         raise ApiError.from_mlxctl(err) from err
 
