@@ -106,7 +106,10 @@ class NgramProposer:
     def propose(self, history: list[int], k: int) -> list[int]:
         """Up to ``k`` tokens that followed the latest earlier occurrence of the longest suffix
         of ``history`` (the request's tokens so far, only ever appended to) found, from
-        ``NGRAM_MAX`` tokens down to ``NGRAM_MIN``; [] when none recurs."""
+        ``NGRAM_MAX`` tokens down to ``NGRAM_MIN``; [] when none recurs. Where that occurrence
+        is closer to the end than ``k`` tokens (text repeating with a short period: a token or a
+        line over and over) the copy runs on over what it copies, as an overlapping LZ77 copy
+        does, so a loop of period p still drafts ``k`` tokens, not p."""
         tokens = self.tokens
         tokens.extend(history[len(tokens):])
         end = len(tokens)
@@ -118,7 +121,8 @@ class NgramProposer:
         for n in range(min(NGRAM_MAX, end), NGRAM_MIN - 1, -1):
             found = self._ends.get(tuple(tokens[end - n:]))
             if found is not None:
-                return tokens[found:found + k]
+                period = end - found
+                return [tokens[found + i % period] for i in range(k)]
         return []
 
 

@@ -41,8 +41,11 @@ def test_no_draft_when_nothing_recurs_and_never_the_suffix_itself():
     assert p.propose([5, 6, 7, 8, 1, 5, 6], 2) == [7, 8]
 
 
-def test_the_draft_is_capped_at_k_and_at_what_exists():
-    assert NgramProposer().propose([1, 2, 1, 2], 8) == [1, 2]
+def test_a_loop_drafts_k_tokens_by_copying_over_its_own_copy():
+    """(1, 2) last occurred two tokens back: the draft repeats the period, not just what exists."""
+    assert NgramProposer().propose([1, 2, 1, 2], 5) == [1, 2, 1, 2, 1]
+    assert NgramProposer().propose([7, 5, 5, 5], 4) == [5, 5, 5, 5]  # one token over and over
+    assert NgramProposer().propose([1, 2, 3, 9, 1, 2, 3], 2) == [9, 1]  # capped at k
 
 
 def test_a_draft_model_is_named_for_draft_mode_only():
