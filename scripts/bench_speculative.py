@@ -7,7 +7,8 @@
 The prompt asks the model to repeat about --code-tokens tokens of this repository's source
 (the edit-like case prompt lookup feeds on). Each round runs the engine without speculation,
 then with ``--speculative ngram`` (and ``draft``, given --draft-model) at each --draft size, greedy, on the same loaded model,
-interleaved A B C A B C; decode tok/s is the engine's own (first token to finish). With --batch N,
+interleaved A B C A B C; decode tok/s is the engine's own (first token to finish); one request is
+also run through mlx-lm's bare ``generate_step`` loop in each round (``speedup_vs_bare``). With --batch N,
 N requests go at once (each repeating another part of the code) and the rate is all their
 tokens over the wall time. Every speculative reply is compared with the plain one, token for
 token.
@@ -75,7 +76,13 @@ def main() -> int:
     rates: dict[str, list[float]] = {name: [] for name in engines}
     accepted: dict[str, list[float]] = {name: [] for name in engines}
     replies: dict[str, set] = {name: set() for name in engines}
+    bare: list[float] = []
     for _ in range(args.reps):
+        if args.batch == 1:  # mlx-lm's own loop, the baseline of "x times a plain decode"
+            sys.path.insert(0, str(ROOT / "scripts"))
+            from bench_engine import bare_generate_step
+
+            bare.append(bare_generate_step(loaded, prompt, args.max_tokens)[1])
         for name, engine in engines.items():
             start = time.perf_counter()
             done = [s.collect() for s in [engine.submit(p, params) for p in prompts]]
@@ -89,11 +96,13 @@ def main() -> int:
     for engine in engines.values():
         engine.shutdown()
     base = statistics.median(rates["off"])
+    loop = statistics.median(bare) if bare else None
     result = {"model": loaded.name, "prompt_tokens": len(prompt), "max_tokens": args.max_tokens, "reps": args.reps,
-              "batch": args.batch,
+              "batch": args.batch, "generate_step_tps": [round(r, 1) for r in bare],
               "runs": {name: {"decode_tps": [round(r, 1) for r in rates[name]],
                               "median_tps": round(statistics.median(rates[name]), 1),
                               "speedup": round(statistics.median(rates[name]) / base, 2),
+                              "speedup_vs_bare": round(statistics.median(rates[name]) / loop, 2) if loop else None,
                               "acceptance": round(statistics.median(accepted[name]), 3),
                               "same_reply_as_off": replies[name] == replies["off"]} for name in engines}}
     if args.json:
@@ -101,8 +110,11 @@ def main() -> int:
     else:
         print(f"{result['model']}: {len(prompt)}-token prompt, {args.max_tokens} new tokens, {args.reps} rounds, "
               f"{args.batch} request(s) at once")
+        if bare:
+            print(f"  generate_step: {statistics.median(bare):7.1f} tok/s {result['generate_step_tps']}")
         for name, r in result["runs"].items():
-            print(f"  {name:>8}: {r['median_tps']:7.1f} tok/s {r['decode_tps']}  x{r['speedup']}  "
+            print(f"  {name:>8}: {r['median_tps']:7.1f} tok/s {r['decode_tps']}  x{r['speedup']} (x{r['speedup_vs_bare']} "
+                  "of generate_step)  "
                   f"accepted {r['acceptance']:.0%}  same reply: {r['same_reply_as_off']}")
     return 0
 
