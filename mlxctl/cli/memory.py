@@ -9,7 +9,6 @@ from typing import Annotated, Optional
 import typer
 
 from mlxctl.cli.context import given_on_command_line
-from mlxctl.engine.kv_config import KVQuant
 from mlxctl.errors import BadInputError
 
 KvBitsOpt = Annotated[int, typer.Option("--kv-bits", metavar="BITS", help="Keep running requests' KV cache quantised to 8 or 4 bits (with a 16-bit model and groups of 64, about 1.9x or 3.6x more context or requests in the same memory; not bit-exact); 0: the model's dtype. Cached prefix blocks are kept in the same form.")]
@@ -18,7 +17,7 @@ MemoryBudgetOpt = Annotated[str, typer.Option("--memory-budget-gb", metavar="GB"
 MaxModelLenOpt = Annotated[Optional[int], typer.Option("--max-model-len", metavar="N", min=1, show_default=False, help="The longest context (prompt plus reply, in tokens) a request may use; longer ones are refused, naming it. Default: the model's own.")]
 
 
-def kv_flags(ctx: typer.Context, bits: int, group_size: int, prefix_bits: int = 0) -> KVQuant:
+def kv_flags(ctx: typer.Context, bits: int, group_size: int, prefix_bits: int = 0):
     """The running requests' KV settings; a one-line error for a bad value, a group size given
     without bits, or (serve) cached prefix blocks asked to keep another bit count."""
     if not bits and given_on_command_line(ctx, "kv_group_size"):
@@ -26,6 +25,8 @@ def kv_flags(ctx: typer.Context, bits: int, group_size: int, prefix_bits: int = 
     if bits and prefix_bits and prefix_bits != bits:
         raise BadInputError(f"--prefix-cache-bits {prefix_bits} differs from --kv-bits {bits}: cached blocks keep "
                             "the running requests' KV as it is", hint="leave --prefix-cache-bits out")
+    from mlxctl.engine.kv_config import KVQuant  # here: bench-serve imports the CLI, never the engine
+
     return KVQuant(bits, group_size)
 
 
