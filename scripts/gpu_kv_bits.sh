@@ -22,7 +22,7 @@ from mlxctl.engine.memory import KVFootprint
 from mlxctl.generation import model_loader
 model = model_loader(sys.argv[1], "native", None)()
 for bits in (0, 8, 4):
-    fp = KVFootprint.of(model.model, KVQuant(bits, 64))
+    fp = KVFootprint.of(model.model, KVQuant(bits, 64, dequantize_attention=True))  # the same storage
     print(f"kv_bits={bits or 16}: {fp.per_token} bytes a token; 4096-token sequences in 16 GiB: "
           f"{(16 << 30) // fp.bytes_for(4096)}")
 PY
