@@ -31,7 +31,7 @@ from mlxctl.engine.sampling import SamplingParams
 from mlxctl.engine.scheduler import Scheduler, SchedulerConfig, resolve_auto
 from mlxctl.engine.speculative import SpeculationConfig, SpeculationStats
 from mlxctl.engine.streams import RequestStream, delivered_together
-from mlxctl.errors import BadInputError, EngineError, MlxctlError
+from mlxctl.errors import EngineError, MlxctlError
 
 log = logging.getLogger("mlxctl.engine")
 
@@ -108,12 +108,7 @@ class Engine:
         request belongs to (an HTTP request's ``n`` choices): the memory budget does not count
         a request's siblings as others' queued work."""
         params.validate(self.vocab_size)
-        if params.num_draft_tokens and not self.speculates:
-            raise BadInputError("num_draft_tokens: this server does not speculate"
-                                + ("" if self.config.speculation.enabled else " (start it with --speculative)")
-                                + ("" if not self.config.speculation.enabled else
-                                   " with this model (its caches cannot drop a rejected draft)"),
-                                param="num_draft_tokens")
+        speculative_step.check_request(self, params)
         spans: tuple = ()
         if images:
             prompt_tokens, spans, cache_salt = self._with_images(prompt_tokens, images, cache_salt)

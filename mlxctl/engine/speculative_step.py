@@ -36,6 +36,15 @@ def setup(engine: Any) -> None:
     engine.spec_rows = spec.max_rows or max_rows()
 
 
+def check_request(engine: Any, params: Any) -> None:
+    """A request's own ``num_draft_tokens`` where the server does not speculate: a 400."""
+    if params.num_draft_tokens and not engine.speculates:
+        enabled = engine.config.speculation.enabled
+        raise BadInputError("num_draft_tokens: this server does not speculate"
+                            + (" with this model (its caches cannot drop a rejected draft)" if enabled
+                               else " (start it with --speculative)"), param="num_draft_tokens")
+
+
 def status(engine: Any) -> dict:
     """``engine.stats()["speculative"]``: the mode, whether it runs, and its totals."""
     spec = engine.config.speculation
