@@ -206,28 +206,39 @@ class Policy:
     """Whether drafts pay, per batch size, measured: moving averages of the tokens per second of
     speculative steps and of plain ones (steps that did nothing else). A size speculates until
     both are known, then while its speculative rate is at least the plain one; a size that
-    stopped tries again every ``RECHECK`` plain steps (what the requests repeat changes). On a
-    GPU a pass over a few tokens per row costs about one over one token, so drafts pay at every
-    size up to ``MAX_ROWS``; on a CPU a batch is compute-bound and they do not."""
+    stopped tries again after ``RECHECK`` plain steps (what the requests repeat changes), and
+    after twice as many each time it is still behind, up to ``MAX_RECHECK``: where a check pass
+    costs many plain steps (MLX's CUDA backend took about 78 ms for a 9-token check of a 1B
+    model, against 3.5 ms a plain step: docs/benchmarks.md), rechecking every 32 steps had cost
+    a third of the throughput. On a GPU a pass over a few tokens per row is meant to cost about
+    one over one token, so drafts pay at every size up to ``MAX_ROWS``; on a CPU a batch is
+    compute-bound and they do not."""
 
     RECHECK = 32
+    MAX_RECHECK = 1024
     WEIGHT = 0.25  # of the newest step in the moving average
 
     def __init__(self) -> None:
         self.rates: dict[tuple[int, bool], float] = {}  # (rows, speculative) -> tokens/s
         self._plain_steps: dict[int, int] = {}  # rows -> plain steps since the last speculative one
+        self._recheck: dict[int, int] = {}  # rows -> plain steps before the next check (doubles while behind)
         self._after_spec = False  # the plain step right after a speculative one only refills the pipeline
         self.counts = {"speculative": 0, "plain": 0}  # decode-only steps of each kind taken while speculating
 
     def choose(self, rows: int) -> bool:
         spec, plain = self.rates.get((rows, True)), self.rates.get((rows, False))
         if spec is None or (plain is not None and spec >= plain):
+            self._recheck.pop(rows, None)
             return True
         if plain is None:
             return False
-        waited = self._plain_steps.get(rows, 0) + 1
-        self._plain_steps[rows] = 0 if waited >= self.RECHECK else waited
-        return waited >= self.RECHECK
+        waited, due = self._plain_steps.get(rows, 0) + 1, self._recheck.get(rows, self.RECHECK)
+        if waited < due:
+            self._plain_steps[rows] = waited
+            return False
+        self._plain_steps[rows] = 0
+        self._recheck[rows] = min(2 * due, self.MAX_RECHECK)
+        return True
 
     def record(self, rows: int, speculative: bool, tokens: int, seconds: float) -> None:
         """A step of ``rows`` rows that emitted ``tokens`` in ``seconds`` and ran no prompt work.

@@ -270,6 +270,11 @@ def test_the_policy_speculates_where_it_pays_and_rechecks():
     assert policy.rates == {(4, True): 8.0}
     policy.record(4, False, 4, 0.1)  # 40 tok/s plain
     assert [policy.choose(4) for _ in range(Policy.RECHECK)] == [False] * (Policy.RECHECK - 1) + [True]
+    # still behind: each check comes twice as late as the one before, up to MAX_RECHECK
+    picks = [policy.choose(4) for _ in range(4000)]
+    checks = [i + 1 for i, pick in enumerate(picks) if pick]
+    gaps = [b - a for a, b in zip([0] + checks, checks)]
+    assert gaps == [64, 128, 256, 512, 1024, 1024]
     assert policy.choose(1)  # each batch size on its own
     policy.record(4, True, 80, 1.0)
     assert policy.rates[(4, True)] == pytest.approx(8 + 0.25 * 72)
