@@ -83,7 +83,7 @@ class ScriptedEngine:
         self._count = 0
 
     def submit(self, prompt_tokens: list[int], params: Any, *, request_id: str | None = None, loop: Any = None,
-               cache_salt: str = "", images: Any = ()) -> RequestStream:
+               cache_salt: str = "", images: Any = (), group: Any = None) -> RequestStream:
         self._count += 1
         stream = RequestStream(request_id or f"req-{self._count}", lambda _rid: None, loop)
         script = self._script(prompt_tokens)
