@@ -58,6 +58,7 @@ def chat(oai, strict, text=CALL, **kw):
                                        max_tokens=60, extra_body={"structured_outputs": {"regex": literal(text)}}, **kw)
 
 
+@pytest.mark.slow  # over 6 s: the slow step (keeps the default suite near 15 minutes)
 @pytest.mark.parametrize("strict", [None, False])
 def test_a_call_off_the_schema_of_a_lenient_tool_is_returned_and_reported(oai, heard, strict):
     choice = chat(oai, strict).choices[0]

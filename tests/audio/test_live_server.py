@@ -176,6 +176,7 @@ def test_idle_input_is_dropped(live_url):
     assert status == 408 and json.loads(text)["error"]["code"] == "idle_timeout"
 
 
+@pytest.mark.slow  # over 6 s: the slow step (keeps the default suite near 15 minutes)
 def test_cli_live_prints_text_while_the_pipe_is_open(tiny_whisper, speech_pcm, tmp_path):
     env = {**os.environ, "MLXCTL_HOME": str(tmp_path / "home"), "MLXCTL_OFFLINE": "1"}
     command = [sys.executable, "-m", "mlxctl", "transcribe", "--live", "--raw-pcm", "--sample-rate",

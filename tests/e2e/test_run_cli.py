@@ -8,6 +8,8 @@ import signal
 import subprocess
 import sys
 
+import pytest
+
 
 def test_default_model_answers_paris(cli):
     r = cli("run", "What is the capital of France?")
@@ -16,6 +18,7 @@ def test_default_model_answers_paris(cli):
     assert "Traceback" not in r.stderr
 
 
+@pytest.mark.slow  # over 6 s: the slow step (keeps the default suite near 15 minutes)
 def test_prompt_from_stdin_composes_in_a_pipe(cli):
     r = cli("run", "--max-tokens", "12", input="What is the capital of France?\n")
     assert r.returncode == 0, r.stderr
@@ -41,6 +44,7 @@ def test_verbose_prints_stats_on_stderr_only(cli):
     assert "tok/s" in r.stderr and "tok/s" not in r.stdout
 
 
+@pytest.mark.slow  # over 6 s: the slow step (keeps the default suite near 15 minutes)
 def test_raw_and_system_prompt(cli):
     r = cli("run", "--raw", "--max-tokens", "6", "The capital of France is")
     assert r.returncode == 0, r.stderr
@@ -106,6 +110,7 @@ def test_dummy_weights_reject_an_unknown_preset(cli):
     one_line_error(cli("run", "--load-format", "dummy", "-m", "no-such-preset", "hi"), 4, "no-such-preset")
 
 
+@pytest.mark.slow  # over 6 s: the slow step (keeps the default suite near 15 minutes)
 def test_logit_bias_and_stop_token_ids_reach_the_sampler(cli):
     forced = cli("run", "--json", "--raw", "--max-tokens", "3", "--logit-bias", "28=100", "The capital of France is")
     assert forced.returncode == 0, forced.stderr

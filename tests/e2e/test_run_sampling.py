@@ -35,6 +35,7 @@ def test_verbose_shows_generation_config_flags_and_defaults(cli, tuned):
     assert "sampling:" not in r.stdout
 
 
+@pytest.mark.slow  # over 6 s: the slow step (keeps the default suite near 15 minutes)
 def test_a_flag_wins_and_without_v_nothing_is_shown(cli, tuned):
     r = cli("run", "-m", str(tuned), "-t", "0", "--top-k", "0", "-v", "-n", "3", "Hi")
     assert r.returncode == 0, r.stderr

@@ -96,6 +96,7 @@ def test_the_reported_prompt_and_cache_figures_are_the_first_attempts(reference)
     assert done.token_ids == reference[1]
 
 
+@pytest.mark.slow  # over 6 s: the slow step (keeps the default suite near 15 minutes)
 def test_real_model_greedy_output_survives_faults(smollm2):
     from mlxctl.api.prompt import chat_messages, render_chat
     from mlxctl.models.loader import load_model

@@ -134,6 +134,7 @@ def both(pair, prompt, params):
     return [engine.submit(prompt, params).collect() for engine in pair]
 
 
+@pytest.mark.slow  # over 6 s: the slow step (keeps the default suite near 15 minutes)
 def test_greedy_output_is_identical_and_drafts_are_accepted(pair, repeat_prompt):
     plain, spec = both(pair, repeat_prompt, SamplingParams(temperature=0, max_tokens=60))
     assert spec.token_ids == plain.token_ids and spec.text == plain.text

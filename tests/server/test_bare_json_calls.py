@@ -53,6 +53,7 @@ def test_a_bare_json_call_streams_as_a_tool_call(oai):
     {"city": "Paris", "forecast": "sunny"},  # JSON that is no call
     {"name": "get_forecast", "arguments": {"city": "Paris"}},  # a tool that was not offered
 ])
+@pytest.mark.slow  # over 6 s: the slow step (keeps the default suite near 15 minutes)
 def test_other_json_stays_text(oai, answer):
     r = _ask(oai, answer)
     assert r.choices[0].finish_reason == "stop" and not r.choices[0].message.tool_calls

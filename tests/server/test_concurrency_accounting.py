@@ -12,6 +12,7 @@ from typing import Self
 
 import httpx
 import openai
+import pytest
 
 from tests.server.infra import idle, wait_until
 from tests.server.test_infra_metrics import samples
@@ -57,6 +58,7 @@ class StatusWatch:
         self.thread.join(60)
 
 
+@pytest.mark.slow  # over 6 s: the slow step (keeps the default suite near 15 minutes)
 def test_sixteen_streams_are_counted_exactly_and_leave_the_server_idle(base_url):
     client = openai.OpenAI(base_url=base_url + "/v1", api_key="x", max_retries=0)
     questions = (QUESTIONS * 2)[:STREAMS]

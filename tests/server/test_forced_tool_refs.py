@@ -56,6 +56,7 @@ def test_the_schemas_refer_to_definitions():
     assert {"Place", "Unit"} <= set(SCHEMA["$defs"]) and "$ref" in json.dumps(SCHEMA["properties"])
 
 
+@pytest.mark.slow  # over 6 s: the slow step (keeps the default suite near 15 minutes)
 def test_chat_required_call_over_refs_is_valid(url):
     r = openai_client(url).chat.completions.create(
         model=MODEL, messages=ASK, temperature=0, max_tokens=CALL_TOKENS, tools=[OPENAI_TOOL], tool_choice="required")
@@ -66,6 +67,7 @@ def test_chat_required_call_over_refs_is_valid(url):
     valid(json.loads(call.function.arguments), SCHEMA)
 
 
+@pytest.mark.slow  # over 6 s: the slow step (keeps the default suite near 15 minutes)
 def test_responses_named_call_over_refs_is_valid(url):
     tool = {"type": "function", "name": "get_forecast", "parameters": SCHEMA, "strict": True}
     r = openai_client(url).responses.create(
@@ -77,6 +79,7 @@ def test_responses_named_call_over_refs_is_valid(url):
     valid(json.loads(item.arguments), SCHEMA)
 
 
+@pytest.mark.slow  # over 6 s: the slow step (keeps the default suite near 15 minutes)
 def test_messages_forced_tool_use_over_refs_is_valid(url):
     msg = anthropic_client(url).messages.create(
         model=MODEL, messages=ASK, max_tokens=CALL_TOKENS, extra_body={"temperature": 0},

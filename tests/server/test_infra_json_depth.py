@@ -55,6 +55,7 @@ def nested_schema(levels: int) -> dict:
     return schema
 
 
+@pytest.mark.slow  # over 6 s: the slow step (keeps the default suite near 15 minutes)
 def test_a_deep_tool_schema_within_the_limit_is_served(base_url):
     """The deepest tool parameter schema the limit lets through (60 nested objects) is a
     working request: the cap is no obstacle to real schemas."""

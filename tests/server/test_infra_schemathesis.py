@@ -89,6 +89,7 @@ def test_no_server_errors(case):
     case.call_and_validate(checks=[not_a_server_error])
 
 
+@pytest.mark.slow  # over 6 s: the slow step (keeps the default suite near 15 minutes)
 @generating.parametrize()
 @settings(max_examples=20, deadline=None, suppress_health_check=list(HealthCheck))
 def test_generation_endpoints_give_no_server_errors(case):

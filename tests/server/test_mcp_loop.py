@@ -93,6 +93,7 @@ def test_tools_entry_narrowing_must_match(mcp_server):
                                             tools=[{"type": "mcp", "allowed_tools": ["calc__nope"]}])
 
 
+@pytest.mark.slow  # over 6 s: the slow step (keeps the default suite near 15 minutes)
 def test_denied_tool_is_an_error_result_and_the_round_limit_stops_the_loop(serve, calc_config, tmp_path):
     # The regex makes every round call calc__getenv, which the allow-list leaves out: the hub
     # answers with an error the model sees; with one round allowed, the second round's call is
@@ -110,6 +111,7 @@ def test_denied_tool_is_an_error_result_and_the_round_limit_stops_the_loop(serve
     assert not resp.choices[0].message.tool_calls
 
 
+@pytest.mark.slow  # over 6 s: the slow step (keeps the default suite near 15 minutes)
 def test_results_that_no_longer_fit_the_context_end_the_loop(mcp_server):
     # The first round's refusal of a huge max_tokens gives its prompt length; with max_tokens
     # exactly the room it leaves, round 1 runs (the regex ends its call), and round 2, whose
@@ -149,6 +151,7 @@ def test_request_timeout_aborts_a_tool_call(serve, tmp_path):
     assert line["name"] == "calc__hold" and line["is_error"] is True
 
 
+@pytest.mark.slow  # over 6 s: the slow step (keeps the default suite near 15 minutes)
 def test_client_tools_end_the_loop(mcp_server):
     url, _ = mcp_server
     remember = {"type": "function", "function": {"name": "remember", "parameters": {

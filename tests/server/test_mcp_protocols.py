@@ -69,6 +69,7 @@ def test_messages_runs_the_call_and_shows_it_as_mcp_blocks(url):
     assert msg.model_extra["mcp_calls"][0]["name"] == "calc__add" and msg.model_extra["mcp_rounds"] >= 2
 
 
+@pytest.mark.slow  # over 6 s: the slow step (keeps the default suite near 15 minutes)
 def test_messages_streamed(url):
     with claude(url).beta.messages.stream(**_messages_ask()) as stream:
         events = [event.type for event in stream]
@@ -123,6 +124,7 @@ def test_responses_runs_the_call_as_an_mcp_call_item(url):
     assert resp.status in ("completed", "incomplete") and resp.model_extra["mcp_rounds"] >= 2
 
 
+@pytest.mark.slow  # over 6 s: the slow step (keeps the default suite near 15 minutes)
 def test_responses_streamed(url):
     # create(stream=True), not stream(): the SDK's get_final_response() wants response.completed,
     # and the free last round may reach max_output_tokens (response.incomplete) on some BLAS

@@ -83,6 +83,7 @@ SLOW = pytest.mark.slow
 
 @pytest.mark.parametrize("choice", ["required",
                                     pytest.param({"type": "function", "function": {"name": "TaskCreate"}}, marks=SLOW)])
+@pytest.mark.slow  # over 6 s: the slow step (keeps the default suite near 15 minutes)
 def test_chat_forced_call_over_task_create_is_relaxed(url, choice):
     _subject_of(_chat_call(url, _chat_tool(TASK_CREATE), choice))
 

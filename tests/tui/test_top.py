@@ -313,6 +313,7 @@ async def _stream(url: str, ready: asyncio.Event, i: int, max_tokens: int = 400)
                     ready.set()
 
 
+@pytest.mark.slow  # over 6 s: the slow step (keeps the default suite near 15 minutes)
 @pytest.mark.asyncio
 async def test_screenshot_shows_every_panel(two_models, tmp_path):
     """docs/img/top.svg: seven streamed requests in flight on the primary, a pool model loaded

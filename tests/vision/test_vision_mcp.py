@@ -27,6 +27,7 @@ def calc_config(tmp_path):
     return path
 
 
+@pytest.mark.slow  # over 6 s: the slow step (keeps the default suite near 15 minutes)
 def test_the_image_goes_with_every_round_of_the_server_loop(serve, vision_engine, calc_config):
     url = serve(mcp_config=str(calc_config))
     client = openai.OpenAI(base_url=url + "/v1", api_key="x", max_retries=0, timeout=300)

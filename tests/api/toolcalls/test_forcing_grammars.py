@@ -539,6 +539,7 @@ ODD_TOOLS = [_tool("odd", ODD), _tool("loose", LOOSE)]
 TEXT_FORMATS = ("pythonic", "qwen3_coder", "seed_oss", "minimax_m2", "glm4", "gemma", "deepseek_v32")
 
 
+@pytest.mark.slow  # over 6 s: the slow step (keeps the default suite near 15 minutes)
 @pytest.mark.parametrize("fmt", TEXT_FORMATS)
 def test_walks_through_grammars_of_odd_schemas_parse_to_valid_calls(fmt, tokenizer, vocab):
     cases = [("odd", False), (None, True), ("loose", False), (None, False)]
