@@ -207,7 +207,9 @@ class Scheduler:
         self._note()
 
     def _note(self) -> None:
-        self.queued_work = list(self.waiting)
+        """Publish the waiting queue for the memory budget's checks; without a budget nobody reads it."""
+        if self.fits is not None:
+            self.queued_work = list(self.waiting)
 
     def schedule(self) -> StepPlan:
         for req in admit(self.waiting, self.prefilling, self.running, self.cfg, self.one_at_a_time, self.fits):
