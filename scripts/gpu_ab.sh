@@ -4,7 +4,8 @@
 # .old`); the scripts are this tree's. `engine`: bench_engine.py (each run against mlx-lm's
 # BatchGenerator in the same process); `serve`: the daemon over HTTP at 64 and 256 streams.
 # Llama-3.2-1B shape, bf16 dummy weights, 512-token prompts, 128 new tokens. Results in $OUT.
-#   OLD=.old ROUNDS=1 MLXCTL_HOME=.gpu-home bash scripts/gpu_ab.sh engine|serve
+#   OLD=.old ROUNDS=1 MLXCTL_HOME=.gpu-home bash scripts/gpu_ab.sh engine|serve|pair
+# `pair`: both daemons at once, interleaved by one bench-serve per level of HTTP_CONC (64,256).
 # ORDER="new old" runs this tree's build first in each round (default: old first).
 # .gpu-home: a store holding the default model's small files (models/smollm2-135m without its
 # weights), whose tokenizer save_dummy.py copies; carry it with .old. The daemon needs pydantic's
@@ -36,6 +37,27 @@ serve() {
   done
   kill $pid; wait $pid 2>/dev/null
 }
+# both builds' daemons up at once (ports 8080 old, 8082 new), interleaved per repetition by one
+# bench-serve, with each daemon's event-loop thread CPU time over the whole pair of runs
+pair() {
+  PYTHONPATH=$(build old) $PY -m mlxctl serve -m "$MODEL" --dtype native --max-num-seqs 256 --port 8080 \
+    --served-model-name llama1b 2> "$OUT/serve_old.log" &
+  PYTHONPATH=$(build new) $PY -m mlxctl serve -m "$MODEL" --dtype native --max-num-seqs 256 --port 8082 \
+    --served-model-name llama1b 2> "$OUT/serve_new.log" &
+  for _ in $(seq 180); do
+    curl -sf localhost:8080/health >/dev/null && curl -sf localhost:8082/health >/dev/null && break; sleep 1
+  done
+  loop_ticks() { for p in 8080 8082; do pid=$(pgrep -f "port $p" | tail -1); echo "$p $(cut -d')' -f2 /proc/$pid/task/$pid/stat | awk '{print $12+$13}')"; done; }
+  local levels=${HTTP_CONC:-64,256}
+  for c in ${levels//,/ }; do
+    loop_ticks > "$OUT/loop_ticks_c${c}_before.txt"
+    timeout 280 $PY -m mlxctl bench-serve --url http://127.0.0.1:8080 -m llama1b --url http://127.0.0.1:8082 -m llama1b \
+      --prompt-tokens 512 --output-tokens 128 -c "$c" -n "$c" --repeats "$REPS" --json > "$OUT/pair_c$c.json"
+    loop_ticks > "$OUT/loop_ticks_c${c}_after.txt"
+  done
+  kill $(jobs -p) 2>/dev/null; wait
+}
+[ "${1:-}" = pair ] && { pair; ls -la "$OUT"; exit; }
 for r in $(seq "$ROUNDS"); do
   for b in ${ORDER:-old new}; do "${1:-engine}" $b $r; done
 done

@@ -16,6 +16,7 @@ from typing import AsyncIterator, Callable, Iterator
 
 from mlxctl.engine.events import Event, FinishEvent, FinishReason, Timings, TokenEvent, TokenLogprob, Usage
 
+_WAKE = object()  # put by RequestStream.wake: not an event
 _outbox = threading.local()  # .held: events for async streams, put inside ``delivered_together``
 
 
@@ -96,7 +97,19 @@ class RequestStream:
 
     async def __aiter__(self) -> AsyncIterator[Event]:
         while self.finish is None:
-            yield self._accept(await self._async.get())
+            if (event := await self._async.get()) is not _WAKE:
+                yield self._accept(event)
+
+    def wake(self) -> None:
+        """Make the reader waiting in ``next_or_wake`` get None (call on the stream's loop)."""
+        self._async.put_nowait(_WAKE)
+
+    async def next_or_wake(self) -> Event | None:
+        """The next event (async streams), or None when ``wake`` came first. A streamed response
+        reads every token this way: a keep-alive timer wakes it, where a deadline on each read
+        (a timer per token) cost the event loop more than the read itself."""
+        event = await self._async.get()
+        return None if event is _WAKE else self._accept(event)
 
     def collect(self) -> Completion:
         """Read the stream to its end and return the whole result (sync streams)."""

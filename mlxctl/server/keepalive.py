@@ -29,6 +29,32 @@ def kept_alive(request: web.Request, resp: SseResponse, items: AsyncIterator[T],
     return _pinged(items, resp, interval, ping or (lambda: send_comment(resp, "ping")))
 
 
+class QuietAlarm:
+    """Calls ``wake`` whenever ``resp`` has been silent for ``--sse-ping-interval`` seconds (never
+    when that is 0): one timer per interval, not a deadline on every read. The woken reader
+    checks ``due()`` (events may have been written since) and pings."""
+
+    def __init__(self, request: web.Request, resp: SseResponse, wake: Callable[[], None]):
+        self.resp, self.wake = resp, wake
+        self.interval = request.app[SETTINGS].sse_ping_interval_s
+        self._loop = asyncio.get_running_loop()
+        self._handle = self._loop.call_at(resp.last_write + self.interval, self._fire) if self.interval > 0 else None
+
+    def due(self) -> bool:
+        return self.interval > 0 and self._loop.time() - self.resp.last_write >= self.interval
+
+    def _fire(self) -> None:
+        if self.due():
+            self.wake()
+            self._handle = self._loop.call_later(self.interval, self._fire)
+        else:
+            self._handle = self._loop.call_at(self.resp.last_write + self.interval, self._fire)
+
+    def cancel(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+
+
 async def _pinged(items: AsyncIterator[T], resp: SseResponse, interval: float,
                   ping: Callable[[], Awaitable[None]]) -> AsyncIterator[T]:
     loop, source, pending = asyncio.get_running_loop(), aiter(items), None

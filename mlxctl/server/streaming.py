@@ -26,7 +26,7 @@ from mlxctl.engine.streams import RequestStream
 from mlxctl.errors import MlxctlError
 from mlxctl.server.errors import ApiError
 from mlxctl.server.generate import generation
-from mlxctl.server.keepalive import kept_alive
+from mlxctl.server.keepalive import QuietAlarm, kept_alive
 from mlxctl.server.keys import SETTINGS
 from mlxctl.server.ndjson import open_ndjson, send_line
 from mlxctl.server.sse import SseResponse, open_sse, send, send_comment
@@ -162,15 +162,24 @@ async def send_pieces(request: web.Request, resp: SseResponse, streams: list[Req
     interval = request.app[SETTINGS].stream_interval
     groupers = [ChunkGrouper(interval, job.params.logprobs, len(job.echo)) for job in jobs]
     finishes: list[FinishEvent | None] = [None] * len(jobs)
-    merged = merge_streams(streams)
-    events = kept_alive(request, resp, merged, pinger(resp, encoder)) if transport.keepalive else merged
-    async with aclosing(merged), aclosing(events):
-        async for i, event in events:
+    merged = Merged(streams)
+    alarm = QuietAlarm(request, resp, merged.wake) if transport.keepalive else None
+    try:
+        while merged.left:
+            if (got := await merged.next_or_wake()) is None:  # only the alarm wakes it
+                if alarm.due():
+                    await pinger(resp, encoder)()
+                continue
+            i, event = got
             finish = event if isinstance(event, FinishEvent) else None
             if finish is not None:
                 finishes[i] = finish
             if (piece := groupers[i].add(event, raw=True)) is not None:
                 await send_events(resp, encoder.pieces(i, piece, finish), transport)
+    finally:
+        merged.close()
+        if alarm is not None:
+            alarm.cancel()
     return finishes
 
 
@@ -196,24 +205,41 @@ async def kept_alive_while(request: web.Request, resp: SseResponse, encoder: Any
     raise RuntimeError("the work ended without a result")  # pragma: no cover
 
 
-async def merge_streams(streams: list[RequestStream]) -> AsyncIterator[tuple[int, Event]]:
-    """Events of several streams as they come, each with its stream's position in the list."""
-    if len(streams) == 1:
-        async for event in streams[0]:
-            yield 0, event
-        return
-    queue: asyncio.Queue = asyncio.Queue()
-    tasks = [asyncio.create_task(_pump(i, s, queue)) for i, s in enumerate(streams)]
-    finished = 0
-    try:
-        while finished < len(streams):
-            i, item = await queue.get()
-            if isinstance(item, BaseException):
-                raise item
-            finished += isinstance(item, FinishEvent)
-            yield i, item
-    finally:
-        for task in tasks:
+class Merged:
+    """Events of several streams as they come, each with its stream's position in the list. One
+    stream (nearly every request) is read directly; several are pumped into one queue."""
+
+    def __init__(self, streams: list[RequestStream]):
+        self.streams, self.left = streams, len(streams)  # left: streams not finished yet
+        self._queue: asyncio.Queue | None = None
+        self._tasks: list[asyncio.Task] = []
+        if len(streams) > 1:
+            self._queue = asyncio.Queue()
+            self._tasks = [asyncio.create_task(_pump(i, s, self._queue)) for i, s in enumerate(streams)]
+
+    def wake(self) -> None:
+        """Make the reader waiting in ``next_or_wake`` get None."""
+        if self._queue is None:
+            self.streams[0].wake()
+        else:
+            self._queue.put_nowait(None)
+
+    async def next_or_wake(self) -> tuple[int, Event] | None:
+        """The next (position, event), or None when ``wake`` came first; a stream's error is
+        raised in its place in the order."""
+        if self._queue is None:
+            event = await self.streams[0].next_or_wake()
+            item = None if event is None else (0, event)
+        else:
+            item = await self._queue.get()
+            if item is not None and isinstance(item[1], BaseException):
+                raise item[1]
+        if item is not None:
+            self.left -= isinstance(item[1], FinishEvent)
+        return item
+
+    def close(self) -> None:
+        for task in self._tasks:
             task.cancel()
 
 

@@ -4,6 +4,7 @@ swap figures (always 0), and MLX's memory gauges."""
 from __future__ import annotations
 
 import httpx
+import pytest
 
 from mlxctl.server.metrics import TOKEN_BUCKETS, Metrics
 from tests.server.metrics_text import scrape, value
@@ -57,3 +58,21 @@ def test_memory_gauges_are_mlx_figures_at_scrape(base_url):
     assert value(text, "mlxctl:memory_peak_bytes") == mx.get_peak_memory()
     assert value(text, "mlxctl:memory_limit_bytes") > 0
     assert 0 <= value(text, "mlxctl:kv_cache_usage_perc", model_name=MODEL) <= 1
+
+
+def test_observing_a_value_many_times_at_once_equals_observing_it_one_by_one():
+    from prometheus_client import CollectorRegistry, Histogram
+
+    from mlxctl.server.metrics import ITL_BUCKETS, observe_times
+
+    def samples(fill):
+        hist = Histogram("h", "h", buckets=ITL_BUCKETS, registry=CollectorRegistry())
+        fill(hist)
+        return [(s.name, s.labels, s.value) for s in hist.collect()[0].samples if not s.name.endswith("_created")]
+
+    for value_s, times in ((0.004, 127), (0.05, 1), (ITL_BUCKETS[3], 9), (1e6, 3)):  # on a bound; past the last
+        one_by_one = samples(lambda h: [h.observe(value_s) for _ in range(times)])
+        at_once = samples(lambda h: observe_times(h, value_s, times))
+        assert at_once[:-1] == one_by_one[:-1]  # every bucket and the count
+        assert at_once[-1][2] == pytest.approx(one_by_one[-1][2])  # the sum, up to rounding of many additions
+        assert one_by_one[-2] == ("h_count", {}, times)

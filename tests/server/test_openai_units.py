@@ -19,7 +19,7 @@ from mlxctl.engine.events import FinishEvent, FinishReason, Timings, TokenEvent,
 from mlxctl.engine.sampling import SamplingParams
 from mlxctl.engine.streams import RequestStream
 from mlxctl.errors import BadInputError, EngineError, MlxctlError
-from mlxctl.server.streaming import merge_streams
+from mlxctl.server.streaming import Merged
 
 TIMINGS = Timings(0, 0, 0, 0, 0)
 
@@ -106,7 +106,13 @@ def run_merge(feed):
         loop = asyncio.get_running_loop()
         streams = [RequestStream(f"r{i}", lambda rid: None, loop) for i in range(2)]
         feed(streams)
-        return [(i, e) async for i, e in merge_streams(streams)]
+        merged, got = Merged(streams), []
+        try:
+            while merged.left:
+                got.append(await merged.next_or_wake())
+        finally:
+            merged.close()
+        return got
 
     return asyncio.run(main())
 
@@ -130,3 +136,28 @@ def test_merge_raises_a_stream_error():
 
     with pytest.raises(EngineError, match="boom"):
         run_merge(feed)
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_a_wake_gives_the_reader_none_and_loses_no_event(n):
+    async def main():
+        loop = asyncio.get_running_loop()
+        streams = [RequestStream(f"r{i}", lambda rid: None, loop) for i in range(n)]
+        merged = Merged(streams)
+        try:
+            waiting = asyncio.ensure_future(merged.next_or_wake())
+            await asyncio.sleep(0)  # the reader waits on an empty queue
+            merged.wake()
+            assert await waiting is None
+            for s in streams:
+                s.put(TokenEvent("a", (1,)))
+                s.put(finish())
+            got = []
+            while merged.left:
+                got.append(await merged.next_or_wake())
+            return got
+        finally:
+            merged.close()
+
+    got = asyncio.run(main())
+    assert sorted((i, type(e).__name__) for i, e in got) == sorted((i, t) for i in range(n) for t in ("FinishEvent", "TokenEvent"))
