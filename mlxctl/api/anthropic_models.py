@@ -160,6 +160,7 @@ class MessagesRequest(CountTokensRequest):
     top_p: float | None = Field(default=None, gt=0, le=1)
     top_k: int | None = Field(default=None, ge=0)
     stop_sequences: list[str] | None = None
+    num_draft_tokens: int | None = Field(default=None, ge=0, le=64)  # serve --speculative: this request's drafts (0: none)
     metadata: dict[str, Any] | None = None  # advisory
     service_tier: str | None = None  # advisory
     speed: str | None = None  # advisory

@@ -174,7 +174,7 @@ def sampling_params(req: MessagesRequest, defaults: SamplingDefaults = NO_DEFAUL
     return SamplingParams(
         max_tokens=req.max_tokens, max_tokens_field="max_tokens",
         **{**defaults.sampling(), **{k: v for k, v in given.items() if v is not None}},
-        stop=tuple(req.stop_sequences or ()),
+        stop=tuple(req.stop_sequences or ()), num_draft_tokens=req.num_draft_tokens,
     )
 
 

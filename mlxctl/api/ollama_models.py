@@ -44,6 +44,7 @@ class OllamaOptions(_Body):
     presence_penalty: float | None = Field(None, ge=-2, le=2)
     frequency_penalty: float | None = Field(None, ge=-2, le=2)
     num_ctx: int | None = Field(None, ge=1)  # at most the model's context; caps prompt + output
+    num_draft_tokens: int | None = Field(None, ge=0, le=64)  # serve --speculative: this request's drafts (0: none)
     typical_p: float | None = None
     tfs_z: float | None = None
     mirostat: int | None = None

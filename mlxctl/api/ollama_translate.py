@@ -27,7 +27,7 @@ from mlxctl.errors import BadInputError
 
 _RENAMED = {"repeat_penalty": "repetition_penalty"}
 _SAMPLING = ("temperature", "top_p", "top_k", "min_p", "seed", "stop", "repeat_penalty", "presence_penalty",
-             "frequency_penalty")
+             "frequency_penalty", "num_draft_tokens")
 
 
 def chat_request(body: OllamaChatRequest, reasoning: str | None) -> ChatCompletionRequest:

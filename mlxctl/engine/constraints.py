@@ -353,14 +353,7 @@ class Matcher:
         """Write the allowed-next-token bits into ``row`` (int32, ``ceil(vocab_width / 32)``
         words; bits past the tokenizer's vocabulary stay 0). False, and an error set, when no
         token is allowed: a dead end."""
-        row[:] = 0
-        if self._words == row.shape[0]:
-            self._m.unsafe_compute_mask_ptr(row.ctypes.data, row.nbytes)
-        else:
-            full = np.zeros(self._words, dtype=np.int32)
-            self._m.unsafe_compute_mask_ptr(full.ctypes.data, full.nbytes)
-            n = min(self._words, row.shape[0])
-            row[:n] = full[:n]
+        self._grammar_bits(row)
         if self._free_whitespace():
             n = min(self._ws_bits.shape[0], row.shape[0])
             row[:n] |= self._ws_bits[:n]
@@ -372,6 +365,45 @@ class Matcher:
             self._fail(f"the {self._label} allows no next token after {self.consumed} tokens (a dead end)")
             return False
         return True
+
+    def _grammar_bits(self, row: np.ndarray) -> None:
+        row[:] = 0
+        if self._words == row.shape[0]:
+            self._m.unsafe_compute_mask_ptr(row.ctypes.data, row.nbytes)
+        else:
+            full = np.zeros(self._words, dtype=np.int32)
+            self._m.unsafe_compute_mask_ptr(full.ctypes.data, full.nbytes)
+            n = min(self._words, row.shape[0])
+            row[:n] = full[:n]
+
+    @property
+    def can_draft(self) -> bool:
+        """Whether :meth:`draft_bitmasks` applies: the grammar is active, has not failed, and no
+        free whitespace after an activation marker is pending (speculative decoding)."""
+        return self.active and self.error is None and not self.rejected and not self._free_whitespace()
+
+    def draft_bitmasks(self, tokens: Sequence[int], out: np.ndarray) -> None:
+        """For a speculative pass over ``tokens`` (the pending token, then a draft): ``out[j]``
+        (packed like :meth:`fill_bitmask`) gets the tokens allowed after ``tokens[:j + 1]``, for
+        each ``j`` while the grammar takes the tokens. Past the first token it refuses, or a
+        dead end, every token is allowed: the check never gets there (the mask before the
+        refused token rules it out, so the draft stops being accepted at it). The matcher is
+        left as it was; the engine then advances it with each emitted token, as without drafts."""
+        consumed = 0
+        for j, token in enumerate(tokens):
+            if self._m.try_consume_tokens([int(token)]) != 1:
+                break
+            consumed += 1
+            self._grammar_bits(out[j])
+            _clear_tail_bits(out[j], self.vocab_width)
+            if not out[j].any():
+                break
+        else:
+            j = len(tokens)
+        out[j:] = -1
+        _clear_tail_bits_rows(out[j:], self.vocab_width)
+        if consumed:
+            self._m.rollback(consumed)
 
     def mask(self) -> mx.array | None:
         """The (vocab_width,) bool mask of the tokens allowed next; None while inactive."""
@@ -399,13 +431,39 @@ def constraint_masks(matchers: Sequence[Matcher | None], vocab_width: int) -> li
     ok = [matchers[i].fill_bitmask(packed[j]) for j, i in enumerate(rows)]
     if not any(ok):
         return None
-    bits = mx.right_shift(mx.array(packed.view(np.uint32))[:, :, None], mx.arange(32, dtype=mx.uint32))
-    unpacked = (bits & 1).reshape(len(rows), words * 32)[:, :vocab_width].astype(mx.bool_)
+    unpacked = unpack_bits(packed, vocab_width)
     out: list[mx.array | None] = [None] * len(matchers)
     for j, i in enumerate(rows):
         if ok[j]:  # a dead end samples freely: its token is discarded (``rejected``)
             out[i] = unpacked[j]
     return out
+
+
+def draft_masks(matchers: Sequence[Matcher | None], rows: Sequence[Sequence[int]],
+                vocab_width: int) -> list[mx.array | None]:
+    """For a speculative pass over ``rows`` (each its pending token and a draft): each
+    constrained row's (L, vocab_width) masks, position by position (:meth:`Matcher.draft_bitmasks`);
+    None for a free row."""
+    words = (vocab_width + 31) // 32
+    out: list[mx.array | None] = [None] * len(rows)
+    for i, (matcher, row) in enumerate(zip(matchers, rows)):
+        if matcher is not None:
+            packed = np.zeros((len(row), words), dtype=np.int32)
+            matcher.draft_bitmasks(row, packed)
+            out[i] = unpack_bits(packed, vocab_width)
+    return out
+
+
+def unpack_bits(packed: np.ndarray, vocab_width: int) -> mx.array:
+    """(N, words) int32 bit rows -> (N, vocab_width) bool, unpacked on the device."""
+    n, words = packed.shape
+    bits = mx.right_shift(mx.array(packed.view(np.uint32))[:, :, None], mx.arange(32, dtype=mx.uint32))
+    return (bits & 1).reshape(n, words * 32)[:, :vocab_width].astype(mx.bool_)
+
+
+def _clear_tail_bits_rows(rows: np.ndarray, width: int) -> None:
+    for row in rows:
+        _clear_tail_bits(row, width)
 
 
 def advance_all(matchers: Sequence[Matcher | None], tokens: Sequence[int]) -> None:

@@ -165,18 +165,20 @@ class DraftProposer:
         return guessed
 
 
-def accept(sampler: Any, logits: Any, drafts: list[int]) -> tuple[list[int], list[Any]]:
+def accept(sampler: Any, logits: Any, drafts: list[int], masks: Any = None) -> tuple[list[int], list[Any]]:
     """Check ``drafts`` against (d+1, V) ``logits`` (position j predicts draft j; the last one
-    the token after a fully accepted draft). Returns the tokens to emit (the accepted drafts and
-    the token sampled after them) and each one's logprob data (None without logprobs)."""
+    the token after a fully accepted draft), each position among the tokens its row of
+    ``masks`` allows (a grammar's, (d+1, V) bool; None: all). Returns the tokens to emit (the
+    accepted drafts and the token sampled after them) and each one's logprob data (None
+    without logprobs)."""
     import mlx.core as mx
 
-    if sampler.is_plain_greedy:
+    if sampler.is_plain_greedy and masks is None:
         chosen = mx.argmax(logits, axis=-1).tolist()
         return _accepted(chosen, drafts), [None] * (len(drafts) + 1)
     outs, states = [], []
     for j in range(len(drafts) + 1):
-        outs.append(sampler.sample(logits[j]))
+        outs.append(sampler.sample(logits[j], None if masks is None else masks[j]))
         states.append(sampler.snapshot())
     mx.eval([o.token for o in outs], [o.logprobs.arrays() for o in outs if o.logprobs is not None],
             [a for a in states[-1] if a is not None])
@@ -185,14 +187,17 @@ def accept(sampler: Any, logits: Any, drafts: list[int]) -> tuple[list[int], lis
     return tokens, [o.logprobs for o in outs[:len(tokens)]]
 
 
-def accept_rows(samplers: list[Any], logits: Any, drafts: list[list[int]]) -> list[tuple[list[int], list[Any]]]:
-    """:func:`accept` for each row of (B, L, V) ``logits``; the plain greedy rows from one argmax."""
+def accept_rows(samplers: list[Any], logits: Any, drafts: list[list[int]],
+                masks: list[Any] | None = None) -> list[tuple[list[int], list[Any]]]:
+    """:func:`accept` for each row of (B, L, V) ``logits`` (``masks``: each row's, or None);
+    the plain greedy rows without a grammar from one argmax."""
     import mlx.core as mx
 
-    plain = [i for i, s in enumerate(samplers) if s.is_plain_greedy]
+    masks = masks or [None] * len(samplers)
+    plain = [i for i, s in enumerate(samplers) if s.is_plain_greedy and masks[i] is None]
     chosen = dict(zip(plain, mx.argmax(logits[mx.array(plain)] if len(plain) < len(samplers) else logits,
                                        axis=-1).tolist())) if plain else {}
-    return [(_accepted(chosen[i], d), [None] * (len(d) + 1)) if i in chosen else accept(samplers[i], logits[i], d)
+    return [(_accepted(chosen[i], d), [None] * (len(d) + 1)) if i in chosen else accept(samplers[i], logits[i], d, masks[i])
             for i, d in enumerate(drafts)]
 
 

@@ -8,8 +8,11 @@ its left padding growing by as much (what mlx-lm's ``BatchKVCache.finalize`` doe
 padding), so all rows end at the same column again. The batch's host mirror of the padding is
 updated with it.
 
-Runs when every row may speculate (no grammar, no images) and one at least is drafting (a
-request pauses after drafts that keep failing: ``SpeculationStats``), the batch is at most
+Runs when every row may speculate (no images; a grammar once it is active and past any free
+whitespace: each drafted position is then sampled under the mask the grammar gives after the
+tokens before it, and the matcher, left where it was, is advanced with each emitted token, as a
+plain step advances it) and one at least is drafting (a request pauses after drafts that keep
+failing: ``SpeculationStats``), the batch is at most
 ``max_rows()`` rows (beyond that a step is compute-bound and a draft costs what it saves), and
 its caches can drop what they were given: a lone request's plain caches (KV, quantised KV,
 sliding windows until they wrap) or a batch's plain batched KV layers.
@@ -99,7 +102,7 @@ def eligible(engine: Any) -> bool:
     if batch.batched and not _plain_batched(batch.caches):
         return False
     reqs = batch.requests
-    return all(r.constraint is None and not r.images and not r.aborted for r in reqs) and \
+    return all((r.constraint is None or r.constraint.can_draft) and not r.images and not r.aborted for r in reqs) and \
         any(r.params.num_draft_tokens != 0 and r.speculation.drafting(r.num_generated) for r in reqs)
 
 
@@ -107,6 +110,9 @@ def speculate(engine: Any) -> bool:
     """One step: drafts proposed on the host, checked in one forward pass, the accepted tokens
     (and each row's next token) emitted, the rest cut from the caches. Without any draft, a plain
     decode step (and False: nothing was checked)."""
+    import mlx.core as mx
+
+    from mlxctl.engine.constraints import draft_masks
     from mlxctl.engine.speculative import DraftProposer, NgramProposer, accept_rows
 
     batch = engine.batch
@@ -126,7 +132,11 @@ def speculate(engine: Any) -> bool:
         return False
     rows = [[p, *d, *[p] * (width - len(d))] for p, d in zip(pendings, drafts)]
     logits = engine.runner.verify(batch, rows)
-    checked = accept_rows([r.sampler for r in reqs], logits, [row[1:] for row in rows])
+    masks = None
+    if any(r.constraint is not None for r in reqs):  # the forward runs while the host works out the masks
+        mx.async_eval(logits)
+        masks = draft_masks([r.constraint for r in reqs], rows, logits.shape[-1])
+    checked = accept_rows([r.sampler for r in reqs], logits, [row[1:] for row in rows], masks)
     _cut(batch, [len(tokens) for tokens, _ in checked], width + 1)
     keep = []
     for i, (req, (tokens, samples)) in enumerate(zip(reqs, checked)):
@@ -145,6 +155,8 @@ def speculate(engine: Any) -> bool:
 def _emit_row(engine: Any, req: Any, row: int, emitted: list) -> bool:
     """Emit a row's tokens in order; False once one ends the request (the rest are dropped)."""
     for i, (token, sample) in enumerate(emitted):  # the cache holds all of these
+        if req.constraint is not None:  # as a plain step does when it feeds the token in
+            req.constraint.advance(token)
         engine._overhang = len(emitted) - 1 - i  # what an answer remembered at a stop here must not keep
         finished = engine._emit_one(req, token, sample, row)
         engine._overhang = 0

@@ -286,3 +286,29 @@ def test_a_dead_end_sets_an_error_and_the_next_token_is_rejected(tok):
     assert "dead end" in m.error and not m.rejected
     m.advance(3)
     assert m.rejected
+
+
+def test_draft_masks_are_the_masks_plain_steps_give_and_leave_the_matcher_as_it_was(tok, width):
+    """Speculative decoding's masks: one per drafted position, each what a plain step gives after
+    the tokens before it; past a token the grammar refuses every token is allowed (never reached)."""
+    compiled = compile_constraint(ConstraintSpec("regex", "(ab)+c"), tok)
+    a, b, c = (ids(tok, x)[0] for x in ("a", "b", "c"))
+    draft = [a, b, a, b, c, a]  # the last "a" is refused after "ababc"
+    words = (width + 31) // 32
+    plain, one_by_one = compiled.matcher(width), []
+    for token in draft[:5]:
+        plain.advance(token)
+        row = np.zeros(words, dtype=np.int32)
+        plain.fill_bitmask(row)
+        one_by_one.append(row)
+    drafting = compiled.matcher(width)
+    out = np.zeros((len(draft), words), dtype=np.int32)
+    drafting.draft_bitmasks(draft, out)
+    for j in range(5):
+        assert (out[j] == one_by_one[j]).all(), j
+    assert (out[5] != 0).all()  # after the refused token: everything
+    assert drafting.consumed == 0  # left where it was: it gives a fresh matcher's mask
+    fresh, again = np.zeros(words, dtype=np.int32), np.zeros(words, dtype=np.int32)
+    compiled.matcher(width).fill_bitmask(fresh)
+    drafting.fill_bitmask(again)
+    assert (fresh == again).all() and not (fresh == one_by_one[0]).all()

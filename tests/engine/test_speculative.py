@@ -326,3 +326,58 @@ def test_a_request_may_ask_for_fewer_drafts_or_none():
         engine.submit(prompt, SamplingParams(max_tokens=2, num_draft_tokens=0)).collect()  # nothing asked: fine
     with pytest.raises(BadInputError, match="num_draft_tokens must be between 0 and 64, got 65"):
         SamplingParams(num_draft_tokens=65).validate()
+
+
+# -- structured output ----------------------------------------------------------------------------
+
+RECORD = '{"name": "keep", "rows": [1, 2, 3], "requests": [4, 5, 6], "samples": [7, 8, 9], "done": true}'
+
+
+@pytest.fixture(scope="module")
+def json_prompt(pair):
+    from mlxctl.api.prompt import chat_messages, render_chat
+
+    return render_chat(pair[0].model.tokenizer, chat_messages("Repeat this JSON exactly:\n\n" + RECORD))
+
+
+@pytest.mark.slow  # the real model end to end: the slow step
+@pytest.mark.parametrize("sampling", [dict(temperature=0), dict(temperature=0.7, seed=4)])
+def test_structured_output_speculates_and_gives_the_plain_tokens(pair, json_prompt, sampling):
+    from mlxctl.engine.constraints import ConstraintSpec
+
+    params = SamplingParams(max_tokens=70, constraint=ConstraintSpec("json_object"), **sampling)
+    plain, spec = both(pair, json_prompt, params)
+    assert spec.token_ids == plain.token_ids and spec.finish_reason == plain.finish_reason
+    assert spec.timings.accepted_tokens > 5  # the grammar let drafts through
+    import json
+
+    assert isinstance(json.loads(spec.text), dict) or spec.finish_reason is FinishReason.LENGTH
+
+
+@pytest.mark.slow  # the real model end to end: the slow step
+def test_drafts_the_grammar_refuses_are_not_accepted(pair, repeat_prompt):
+    """Copying the code would draft "(self, rows" after "def keep"; letters and spaces only may
+    follow, so every drafted position is checked under the grammar's mask for it."""
+    import re
+
+    from mlxctl.engine.constraints import ConstraintSpec
+
+    params = SamplingParams(temperature=0, max_tokens=40, constraint=ConstraintSpec("regex", "[a-z ]+"))
+    plain, spec = both(pair, repeat_prompt, params)
+    assert re.fullmatch("[a-z ]+", spec.text) and spec.token_ids == plain.token_ids
+    assert spec.timings.draft_tokens > 0
+
+
+@pytest.mark.slow  # the real model end to end: the slow step
+def test_a_batch_mixing_grammars_and_free_rows_speculates_as_plain_decoding_decodes(pair, repeat_prompt, json_prompt):
+    from mlxctl.engine.constraints import ConstraintSpec
+
+    jobs = [(repeat_prompt, SamplingParams(temperature=0, max_tokens=30, constraint=ConstraintSpec("regex", "[a-z ]+"))),
+            (json_prompt, SamplingParams(temperature=0, max_tokens=30, constraint=ConstraintSpec("json_object"))),
+            (repeat_prompt, SamplingParams(temperature=0, max_tokens=30))]
+    results = []
+    for engine in pair:
+        streams = [engine.submit(prompt, params) for prompt, params in jobs]
+        results.append([s.collect() for s in streams])
+    assert [r.token_ids for r in results[1]] == [r.token_ids for r in results[0]]
+    assert sum(r.timings.accepted_tokens for r in results[1]) > 0

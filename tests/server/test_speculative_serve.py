@@ -70,6 +70,35 @@ def test_a_request_sets_its_own_draft_length_where_the_server_speculates(servers
     assert bad.value.param == "num_draft_tokens"
 
 
+@pytest.mark.slow  # two servers on the real model: the slow step
+def test_anthropic_and_ollama_requests_set_their_own_draft_length(servers):
+    import anthropic
+    import ollama
+
+    def steps():
+        return httpx.get(f"{servers[1]}/v1/status").json()["engine"]["speculative"]["steps"]
+
+    messages = [{"role": "user", "content": ASK}]
+    claude = anthropic.Anthropic(base_url=servers[1], api_key="none")
+    before = steps()
+    claude.messages.create(model="smol", messages=messages, max_tokens=16,
+                           extra_body={"num_draft_tokens": 0})
+    assert steps() == before  # drafting off for that request
+    reply = claude.messages.create(model="smol", messages=messages, max_tokens=16, extra_body={"num_draft_tokens": 3})
+    assert reply.usage.output_tokens > 0  # taken (whether drafts pay is the policy's to measure)
+    with pytest.raises(anthropic.BadRequestError) as refused:
+        anthropic.Anthropic(base_url=servers[0], api_key="none").messages.create(
+            model="smol", messages=messages, max_tokens=16, extra_body={"num_draft_tokens": 3})
+    assert "num_draft_tokens: this server does not speculate" in str(refused.value)
+    before = steps()
+    ollama.Client(host=servers[1]).chat(model="smol", messages=messages,
+                                        options={"num_predict": 16, "temperature": 0, "num_draft_tokens": 0})
+    assert steps() == before
+    with pytest.raises(ollama.ResponseError) as bad:
+        ollama.Client(host=servers[1]).chat(model="smol", messages=messages, options={"num_draft_tokens": 65})
+    assert bad.value.status_code == 400 and "num_draft_tokens" in str(bad.value)
+
+
 @pytest.mark.slow  # two runs of the real model: the slow step
 def test_run_speculates_and_says_how_much_was_accepted(model_home):
     env = {"MLXCTL_HOME": str(model_home), "HF_HUB_OFFLINE": "1"}
