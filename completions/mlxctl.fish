@@ -105,6 +105,7 @@ complete -c mlxctl -n '__fish_seen_subcommand_from serve' -l max-retries -r -F -
 complete -c mlxctl -n '__fish_seen_subcommand_from serve' -l max-loaded-gb -r -F -d 'Weights of the extra models kept loaded at once: idle ones are unloaded, least recently used first, to make room before a load; a model that cannot fit is refused (0: no limit)'
 complete -c mlxctl -n '__fish_seen_subcommand_from serve' -l keep-alive -r -F -d 'How long an extra model stays loaded after its last request (300, 5m, 1h; -1: forever)'
 complete -c mlxctl -n '__fish_seen_subcommand_from serve' -l pin -r -F -d 'Never unload this extra model once loaded (repeatable)'
+complete -c mlxctl -n '__fish_seen_subcommand_from serve' -l pin-primary -l no-pin-primary -d 'Keep the primary model (the first -m) loaded for the server\'s life'
 complete -c mlxctl -n '__fish_seen_subcommand_from serve' -l tui -d 'Show the live view (mlxctl top) in this terminal; quitting it stops the server'
 complete -c mlxctl -n '__fish_seen_subcommand_from serve' -l log-file -r -F -d 'With --tui: append request logs to FILE'
 complete -c mlxctl -n '__fish_seen_subcommand_from serve' -l mcp-config -r -F -d 'MCP servers file (JSON or YAML with mcpServers): the server runs their tools for chat requests that opt in (see docs/mcp.md)'

@@ -12,22 +12,29 @@
 # wheels staged too: ../shared/gpu/stage.sh pydantic==2.14.4 pydantic-core==2.50.5
 # typing-inspection==0.4.5 annotated-types==0.8.0
 set -uo pipefail
-OUT=${OUT:-bench-results}; mkdir -p "$OUT"
+OUT=${OUT:-bench-results}; mkdir -p "$OUT"; OUT=$(realpath "$OUT")
 MODEL=${MODEL:-/tmp/llama1b}
 PY=${PYTHON:-python3}
 OLD=${OLD:-.old}
 ROUNDS=${ROUNDS:-1}
 REPS=${REPS:-2}
 BASE=${PYTHONPATH:-}
+MODEL=$(realpath -m "$MODEL")
+[ -z "${MLXCTL_HOME:-}" ] || export MLXCTL_HOME=$(realpath "$MLXCTL_HOME")
 [ -d "$MODEL" ] || $PY scripts/save_dummy.py --preset llama-3.2-1b --dtype bfloat16 --out "$MODEL" >/dev/null
 build() { if [ "$1" = old ]; then echo "$(realpath "$OLD"):$BASE"; else echo "$PWD:$BASE"; fi; }
+# `python -m mlxctl` puts the working directory ahead of PYTHONPATH: a daemon of the old build
+# must start in its directory, or it imports this checkout's package (before 2026-12-05 the
+# `serve` mode ran both daemons from here: both were this build)
+daemon() { local b=$1; shift; (cd "$([ "$b" = old ] && realpath "$OLD" || echo "$PWD")" &&
+  PYTHONPATH=$(build "$b") exec $PY -m mlxctl serve "$@"); }
 engine() {
   PYTHONPATH=$(build "$1") timeout 280 $PY scripts/bench_engine.py --model "$MODEL" --dtype native \
     --prompt-tokens 512 --max-tokens 128 --concurrency "${CONC:-8,64,256}" --reps "$REPS" --json \
     > "$OUT/engine_$1_$2.json" 2> "$OUT/engine_$1_$2.log"
 }
 serve() {
-  PYTHONPATH=$(build "$1") $PY -m mlxctl serve -m "$MODEL" --dtype native --max-num-seqs 256 --port 8080 \
+  daemon "$1" -m "$MODEL" --dtype native --max-num-seqs 256 --port 8080 \
     --served-model-name llama1b 2> "$OUT/serve_$1_$2.log" &
   local pid=$!
   for _ in $(seq 120); do curl -sf localhost:8080/health >/dev/null && break; sleep 1; done
@@ -40,10 +47,10 @@ serve() {
 # both builds' daemons up at once (ports 8080 old, 8082 new), interleaved per repetition by one
 # bench-serve, with each daemon's event-loop thread CPU time over the whole pair of runs
 pair() {
-  PYTHONPATH=$(build old) $PY -m mlxctl serve -m "$MODEL" --dtype native --max-num-seqs 256 --port 8080 \
-    --served-model-name llama1b 2> "$OUT/serve_old.log" &
-  PYTHONPATH=$(build new) $PY -m mlxctl serve -m "$MODEL" --dtype native --max-num-seqs 256 --port 8082 \
-    --served-model-name llama1b 2> "$OUT/serve_new.log" &
+  daemon old -m "$MODEL" --dtype native --max-num-seqs 256 --port 8080 --served-model-name llama1b \
+    2> "$OUT/serve_old.log" &
+  daemon new -m "$MODEL" --dtype native --max-num-seqs 256 --port 8082 --served-model-name llama1b \
+    2> "$OUT/serve_new.log" &
   for _ in $(seq 180); do
     curl -sf localhost:8080/health >/dev/null && curl -sf localhost:8082/health >/dev/null && break; sleep 1
   done

@@ -56,6 +56,7 @@ WarmNOpt = Annotated[int, typer.Option("--warm-prompts-concurrency", metavar="N"
 ToolParserOpt = Annotated[str, typer.Option("--tool-call-parser", metavar="NAME", help="Tool-call format: auto (from the chat template), none, or a format name (docs/tools.md).")]
 ReasoningParserOpt = Annotated[str, typer.Option("--reasoning-parser", metavar="NAME", help="Reasoning format: auto, none, or a format name (docs/tools.md).")]
 RetriesOpt = Annotated[int, typer.Option("--max-retries", metavar="N", min=0, help="Failed engine steps a request may live through (it resumes from its checkpoint) before it ends with an error.")]
+PinPrimaryOpt = Annotated[bool, typer.Option("--pin-primary/--no-pin-primary", help="Keep the primary model (the first -m) loaded for the server's life. --no-pin-primary: it joins the pool like an extra model: unloaded after --keep-alive idle (or a request's keep_alive), or to make room under --max-loaded-gb, and loaded again by the next request that names it.")]
 PinOpt = Annotated[Optional[list[str]], typer.Option("--pin", metavar="NAME", show_default=False, help="Never unload this extra model once loaded (repeatable).")]
 TuiOpt = Annotated[bool, typer.Option("--tui", help="Show the live view (mlxctl top) in this terminal; quitting it stops the server.")]
 LogFileOpt = Annotated[Optional[Path], typer.Option("--log-file", metavar="FILE", show_default=False, help="With --tui: append request logs to FILE.")]
@@ -127,6 +128,7 @@ def serve(
     max_loaded_gb: MaxLoadedOpt = 0.0,
     keep_alive: KeepAliveOpt = "5m",
     pin: PinOpt = None,
+    pin_primary: PinPrimaryOpt = True,
     tui: TuiOpt = False,
     log_file: LogFileOpt = None,
     mcp_config: McpConfigOpt = None,
@@ -167,7 +169,7 @@ def serve(
         tool_call_parser=tool_call_parser, reasoning_parser=reasoning_parser, mcp_config=mcp_config,
         mcp_max_rounds=mcp_max_rounds, mcp_audit_log=mcp_audit_log, embedding_model=embedding_model,
         stt_model=stt_model, tts_model=tts_model, allowed_local_media_path=allowed_local_media_path,
-        allow_remote_media=allow_remote_media,
+        allow_remote_media=allow_remote_media, pin_primary=pin_primary,
         sampling_defaults=sampling_defaults(default_temperature, default_top_p, default_top_k, default_max_tokens),
     )
     prefix = _prefix_config(prefix_cache, prefix_block_size, prefix_cache_gb, prefix_cache_bits, cache_dir, cache_dir_gb)
@@ -177,7 +179,8 @@ def serve(
     specs = pool_specs(extras, load_models_config(models_config) if models_config else [], pin, settings.model_name)
     residency = (specs, int(max_loaded_gb * (1 << 30)), parse_keep_alive(keep_alive, "--keep-alive"), tui,
                  str(log_file) if log_file else None, allow_unconfigured_models)
-    check_serve_options(tensor_parallel, extra_models=len(specs), cache_dir=cache_dir, prefill_step_ms=prefill_step_ms)
+    check_serve_options(tensor_parallel, extra_models=len(specs), cache_dir=cache_dir, prefill_step_ms=prefill_step_ms,
+                        pin_primary=pin_primary)
     if tensor_parallel > 1 and allow_unconfigured_models:
         raise BadInputError("--tensor-parallel serves one model", hint="drop --allow-unconfigured-models")
     _execute(output_for(ctx), first, (dtype, load_format, moe_top_k), settings, max_num_seqs,

@@ -12,10 +12,14 @@ def check_run_options(n: int, *, images: Any, videos: Any) -> None:
         raise BadInputError(f"{'--image' if images else '--video'} does not work with --tensor-parallel yet")
 
 
-def check_serve_options(n: int, *, extra_models: int, cache_dir: Any, prefill_step_ms: int | None = None) -> None:
+def check_serve_options(n: int, *, extra_models: int, cache_dir: Any, prefill_step_ms: int | None = None,
+                        pin_primary: bool = True) -> None:
     """What `serve` cannot do over several ranks yet, refused before anything loads."""
     if n == 1:
         return
+    if not pin_primary:
+        raise BadInputError("--no-pin-primary does not work with --tensor-parallel (every rank would have to "
+                            "unload and load together)", hint="drop --no-pin-primary")
     if prefill_step_ms:
         raise BadInputError("--prefill-step-ms does not work with --tensor-parallel (each rank's clock would "
                             "size its steps differently)", hint="drop --prefill-step-ms; the ranks plan by "

@@ -18,7 +18,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from mlxctl.engine import memory, speculative_step
+from mlxctl.engine import memory, sleep, speculative_step
 from mlxctl.engine.batch import DecodeBatch
 from mlxctl.engine.events import FinishEvent, FinishReason, TokenLogprob
 from mlxctl.engine.limits import check_prompt, with_context_cap
@@ -83,6 +83,8 @@ class Engine:
         self._emitted = 0  # tokens emitted so far (what a step did, for the speculation policy)
         self.spec_policy = speculative_step.Policy()
         self.spec_rows = speculative_step.MAX_ROWS  # the largest batch that speculates (set at load)
+        self.spec_replay = False  # recurrent layers go back by replaying the kept tokens (set at load)
+        self.asleep = False  # the model's memory given back (engine/sleep.py); loaded again on wake
 
     # -- caller side ------------------------------------------------------------------------
 
@@ -171,7 +173,7 @@ class Engine:
 
     def stats(self) -> dict:
         """A snapshot of queues and memory (read from any thread; values may be a step old)."""
-        prefix = self.prefix.stats() if self.prefix is not None else {"enabled": False}
+        prefix = self.prefix.stats() if self.prefix is not None else {"enabled": False}  # (None asleep)
         vision = getattr(self.model, "vision", None)
         extra = {"vision": vision.stats()} if vision is not None else {}
         with self._unseen_lock:  # the inbox's requests wait too: the figures agree with ``queued``
@@ -183,6 +185,19 @@ class Engine:
                 "memory": memory.status(self),
                 "failed_steps": self._failures_total, "preemptions": self._preemptions,
                 "prefix_cache": prefix, "speculative": speculative_step.status(self), **extra, **queues}
+
+    def sleep(self, timeout: float = 60.0) -> bool:
+        """Give the model's memory back, keeping the engine (engine/sleep.py): only when idle;
+        False when a request is queued or running."""
+        done: Future = Future()
+        self._inbox.put(("sleep", done))
+        return done.result(timeout)
+
+    def wake(self, timeout: float | None = None) -> None:
+        """Load the model again after ``sleep`` (a no-op when awake); raises the load's error."""
+        done: Future = Future()
+        self._inbox.put(("wake", done))
+        done.result(timeout)
 
     def clear_prefix_cache(self, timeout: float = 30.0, *, disk: bool = False) -> int:
         """Drop every cached prefix block no request holds (and the disk tier's blocks when
@@ -236,7 +251,8 @@ class Engine:
         import mlx.core as mx
 
         try:
-            self.prefix.close()  # what is cached in memory goes to the disk tier, if any
+            if self.prefix is not None:  # (None while asleep: closed then)
+                self.prefix.close()  # what is cached in memory goes to the disk tier, if any
         except Exception:  # noqa: BLE001 - a cache that cannot be saved must not block shutdown
             log.exception("could not save the prefix cache")
         mx.synchronize()  # a queued step still running in MLX at exit aborts the process
@@ -261,12 +277,30 @@ class Engine:
 
     def _apply(self, kind: str, payload: Any) -> None:
         if kind == "add":
+            if self.asleep and not self._woken(payload):
+                return
             self._admit(payload)
+        elif kind in ("sleep", "wake"):
+            try:
+                payload.set_result(sleep.sleep(self) if kind == "sleep" else sleep.wake(self))
+            except BaseException as exc:  # noqa: BLE001 - the caller's to raise
+                payload.set_exception(exc)
         elif kind == "abort":
             self._abort(payload)
         elif kind == "clear_prefix_cache":
             done, disk = payload
-            done.set_result(self.prefix.clear(disk=disk))
+            done.set_result(self.prefix.clear(disk=disk) if self.prefix is not None else 0)  # (None asleep)
+
+    def _woken(self, req: Request) -> bool:
+        """A request reached a sleeping engine (one submitted without ``wake``): load, or fail it."""
+        try:
+            sleep.wake(self)
+        except Exception as exc:  # noqa: BLE001 - the request ends with the load's error
+            with self._unseen_lock:
+                self._unseen.pop(id(req), None)
+            req.stream.put(FinishEvent(FinishReason.ERROR, req.usage(), req.timings(), "", _as_engine_error(exc)))
+            return False
+        return True
 
     def _admit(self, req: Request) -> None:
         from mlxctl.engine.output import OutputProcessor
@@ -426,8 +460,8 @@ class Engine:
         queued this round fed the last token in, so the batch's KV covers all of them."""
         if self.prefix.enabled:
             cache = self.batch.extract(row)
-            speculative_step.trim(cache, self._overhang)  # accepted draft tokens after the stop
-            self.prefix.remember_answer(req, cache)
+            if speculative_step.trim(cache, self._overhang):  # accepted draft tokens after the stop
+                self.prefix.remember_answer(req, cache)  # (recurrent state past a stop cannot go back: not kept)
 
     def _finish(self, req: Request, reason: FinishReason, error: BaseException | None = None) -> None:
         req.finished_at = time.perf_counter()

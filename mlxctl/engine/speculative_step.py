@@ -8,6 +8,9 @@ its left padding growing by as much (what mlx-lm's ``BatchKVCache.finalize`` doe
 padding), so all rows end at the same column again. The batch's host mirror of the padding is
 updated with it.
 
+Recurrent models (``engine.spec_replay``) speculate one request at a time and go back by
+replaying: their recurrent state is restored to before the check and the kept tokens run again.
+
 Runs when every row may speculate (no images; a grammar once it is active and past any free
 whitespace: each drafted position is then sampled under the mask the grammar gives after the
 tokens before it, and the matcher, left where it was, is advanced with each emitted token, as a
@@ -35,8 +38,9 @@ def setup(engine: Any) -> None:
     spec = engine.config.speculation
     if spec.mode == "draft":
         engine.draft = load_draft(spec, engine.model)
+    engine.spec_replay = False  # set by _rollbackable for recurrent models
     engine.speculates = spec.enabled and _rollbackable(engine)
-    engine.spec_rows = spec.max_rows or max_rows()
+    engine.spec_rows = 1 if engine.spec_replay else spec.max_rows or max_rows()
 
 
 def check_request(engine: Any, params: Any) -> None:
@@ -74,12 +78,19 @@ def load_draft(spec: Any, target: Any) -> Any:
 
 def _rollbackable(engine: Any) -> bool:
     """Whether the model's (and the draft model's) cache layers can drop a rejected draft:
-    plain and quantised KV, and sliding windows until they wrap (checked each step); not
-    recurrent state, which needs checkpoints to go back."""
-    from mlx_lm.models.cache import can_trim_prompt_cache, make_prompt_cache
+    plain and quantised KV, and sliding windows until they wrap (checked each step), by cutting
+    them. A model with recurrent layers (mlx-lm's ``ArraysCache``: Qwen3-Next, Qwen3.5, Mamba,
+    Nemotron-H...) goes back by replaying (``engine.spec_replay``): one request at a time."""
+    from mlx_lm.models.cache import ArraysCache, can_trim_prompt_cache, make_prompt_cache
 
-    models = [engine.runner.model] + ([engine.draft.model] if engine.draft is not None else [])
-    if all(can_trim_prompt_cache(make_prompt_cache(m)) for m in models):
+    target = make_prompt_cache(engine.runner.model)
+    drafts_ok = engine.draft is None or can_trim_prompt_cache(make_prompt_cache(engine.draft.model))
+    if drafts_ok and can_trim_prompt_cache(target):
+        return True
+    if drafts_ok and all(c.is_trimmable() or type(c) is ArraysCache for c in target):
+        engine.spec_replay = True
+        log.info("speculative decoding on a recurrent model: one request at a time; a rejected draft is "
+                 "undone by restoring the recurrent state and running the kept tokens again")
         return True
     log.warning("speculative decoding is off: this model's caches cannot roll back a rejected draft")
     return False
@@ -127,9 +138,10 @@ def speculate(engine: Any) -> bool:
         k = min(k, room) if req.speculation.drafting(req.num_generated) else 0
         drafts.append(req.proposer.propose(req.prompt_tokens + req.generated + [pending], k) if k > 0 else [])
     width = max(len(d) for d in drafts)
-    if not width or (not batch.batched and not _can_roll_back(batch.caches, width + 1)):
+    if not width or (not batch.batched and not _can_roll_back(batch.caches, width + 1, engine.spec_replay)):
         batch.keep(engine._emit(*batch.advance(*engine._decode())))  # nothing recurs; a window about to wrap
         return False
+    saved = _recurrent_states(batch.caches) if engine.spec_replay else None
     rows = [[p, *d, *[p] * (width - len(d))] for p, d in zip(pendings, drafts)]
     logits = engine.runner.verify(batch, rows)
     masks = None
@@ -137,7 +149,10 @@ def speculate(engine: Any) -> bool:
         mx.async_eval(logits)
         masks = draft_masks([r.constraint for r in reqs], rows, logits.shape[-1])
     checked = accept_rows([r.sampler for r in reqs], logits, [row[1:] for row in rows], masks)
-    _cut(batch, [len(tokens) for tokens, _ in checked], width + 1)
+    if saved is None:
+        _cut(batch, [len(tokens) for tokens, _ in checked], width + 1)
+    else:
+        _replay(engine, batch, saved, rows[0][:len(checked[0][0])], width + 1)
     keep = []
     for i, (req, (tokens, samples)) in enumerate(zip(reqs, checked)):
         if drafts[i]:  # a filled-out row's matches count as its next tokens, not as accepted drafts
@@ -187,25 +202,55 @@ def _cut(batch: Any, kept: list[int], written: int) -> None:
     batch.left = [p + s for p, s in zip(batch.left, short)]
 
 
+def _recurrent_states(caches: list[Any]) -> list[tuple[Any, list[Any]]]:
+    """Each recurrent layer with its state arrays (the layers replace them, never change them)."""
+    from mlx_lm.models.cache import ArraysCache
+
+    return [(c, list(c.cache)) for c in caches if type(c) is ArraysCache]
+
+
+def _replay(engine: Any, batch: Any, saved: list[tuple[Any, list[Any]]], kept: list[int], written: int) -> None:
+    """A recurrent model's lone request kept ``kept`` (its pending token and the accepted
+    draft) of the ``written`` positions just checked. Recurrent state cannot be cut: it goes back
+    to before the check, the other layers are cut by all ``written``, and the kept tokens run
+    through the model again (their logits are not needed). A draft accepted whole needs none of it."""
+    if len(kept) == written:
+        return
+    for layer, state in saved:
+        layer.cache = state
+    for c in batch.caches:
+        if c.is_trimmable():
+            c.trim(written)
+    engine.runner.verify(batch, [kept])
+
+
 def _plain_batched(caches: list[Any]) -> bool:
     from mlxctl.engine.batch import BATCHED_KV
 
     return all(type(c) in BATCHED_KV for c in caches)
 
 
-def _can_roll_back(cache: list[Any], n: int) -> bool:
+def _can_roll_back(cache: list[Any], n: int, replay: bool = False) -> bool:
     """Whether ``n`` tokens written to a lone request's ``cache`` can all be cut again (a
-    sliding window cuts nothing once it has wrapped)."""
-    from mlx_lm.models.cache import RotatingKVCache
+    sliding window cuts nothing once it has wrapped; with ``replay``, recurrent layers go back
+    by :func:`_replay`)."""
+    from mlx_lm.models.cache import ArraysCache, RotatingKVCache
 
-    return all(c.is_trimmable() and (type(c) is not RotatingKVCache or c.offset + n <= c.max_size) for c in cache)
+    return all((c.is_trimmable() or (replay and type(c) is ArraysCache))
+               and (type(c) is not RotatingKVCache or c.offset + n <= c.max_size) for c in cache)
 
 
-def trim(cache: list[Any], n: int) -> None:
-    if n > 0:
-        from mlx_lm.models.cache import trim_prompt_cache
+def trim(cache: list[Any], n: int) -> bool:
+    """Cut the last ``n`` tokens from every layer of ``cache``; False (nothing cut) where a
+    layer cannot be cut (recurrent state)."""
+    if n <= 0:
+        return True
+    from mlx_lm.models.cache import can_trim_prompt_cache, trim_prompt_cache
 
-        trim_prompt_cache(cache, n)
+    if not can_trim_prompt_cache(cache):
+        return False
+    trim_prompt_cache(cache, n)
+    return True
 
 
 def _as_tokens(tokens: list[int]) -> Any:

@@ -30,6 +30,8 @@ def init_app(engine: Engine, settings: ServeSettings = ServeSettings(), pool: Mo
     app = web.Application(middlewares=MIDDLEWARES, client_max_size=settings.max_body_bytes)
     app[ENGINE] = engine
     app[POOL] = pool or ModelPool()
+    if not settings.pin_primary:
+        app[POOL].add_primary(settings.model_name, engine)
     app[SETTINGS] = settings
     app[STATE] = ServerState(metrics=Metrics(settings.model_name, prefix_cache=True, names=settings.metrics_names))
     install_response_store(app)  # the state behind the /v1/responses routes

@@ -64,6 +64,7 @@ async def run_until_signal(app: web.Application, stop: asyncio.Event | None = No
         install_signals(stop, force)
     await until_loaded_or(stop, start_engine(app[ENGINE]))
     if app[ENGINE].model is not None:
+        app[POOL].started(app[SETTINGS].model_name)  # --no-pin-primary: resident from here
         start_warmup(app)
         start_mcp(app)  # --mcp-config: connect to the MCP servers in the background
     reaper = asyncio.ensure_future(app[POOL].reaper())  # idle pool models unload after their keep-alive

@@ -1,6 +1,9 @@
 """Several models in one daemon: lazy loading, a memory budget, leases, idle unloading.
 
-The primary model (``serve -m``, the first one) is loaded at start and pinned. Every other model
+The primary model (``serve -m``, the first one) is loaded at start and pinned; with
+``--no-pin-primary`` it joins the pool (``add_primary``): unloaded when idle past its keep-alive
+or to make room, as any pool model, by putting its engine to sleep, and woken by the next request
+that names it. Every other model
 named with ``serve -m NAME=REF`` (or ``-m REF``, or in ``--models-config``) is loaded when a
 request first names it, on a thread of its own, so requests to models already resident go on
 meanwhile. A request holds a lease on its model until its response is written; a leased model
@@ -77,6 +80,7 @@ class Resident:
     reserved: int = 0  # budget held for it while it loads
     configured: bool = True  # False: added because a request named it (--allow-unconfigured-models)
     sampling: Any = None  # its --models-config sampling defaults (a SamplingDefaults); None: none
+    sleeps: bool = False  # the primary model (--no-pin-primary): unloading puts its engine to sleep
     _loading: asyncio.Future | None = None
 
     def describe(self) -> dict:
@@ -112,6 +116,20 @@ class ModelPool:
             resident.state, resident.nbytes = "ready", weights_bytes(engine)
         self.models[name] = resident
         return resident
+
+    def add_primary(self, name: str, engine: Any) -> Resident:
+        """``serve --no-pin-primary``: the primary model joins the pool. Its engine stays the
+        server's: unloading puts it to sleep (engine/sleep.py) and loading wakes it."""
+        resident = self.add(name, name, lambda: engine, engine=engine)
+        resident.sleeps, resident.loads = True, int(resident.state == "ready")  # ready: already loaded
+        return resident
+
+    def started(self, name: str) -> None:
+        """The primary model's first load is done (the server loads it at start)."""
+        resident = self.models.get(name)
+        if resident is not None and resident.sleeps and resident.state == "unloaded":
+            resident.state, resident.nbytes, resident.loads = "ready", weights_bytes(resident.engine), 1
+            resident.last_used = time.monotonic()
 
     def get(self, name: str) -> Resident | None:
         return self.models.get(name)
@@ -171,7 +189,7 @@ class ModelPool:
                 resident.reserved = resident.estimated_bytes
                 await self.make_room(resident, resident.estimated_bytes)
             engine = resident.make_engine()
-            await asyncio.to_thread(engine.start)  # never blocks requests to other models
+            await asyncio.to_thread(engine.wake if resident.sleeps else engine.start)  # never blocks other models' requests
         except Exception as exc:
             resident.reserved, resident._loading = 0, None
             resident.state = "unloaded" if isinstance(exc, ApiError) else "failed"
@@ -227,8 +245,14 @@ class ModelPool:
         resident = self.models[name]
         if resident.state != "ready" or resident.leases or (resident.pinned and not force):
             return False
-        engine, resident.engine, resident.state, resident.nbytes = resident.engine, None, "unloaded", 0
-        await asyncio.to_thread(_shutdown, engine)
+        if resident.sleeps:  # the primary: its engine stays, asleep (False: a request got to it meanwhile)
+            if not await asyncio.to_thread(resident.engine.sleep):
+                return False
+            resident.estimated_bytes = resident.estimated_bytes or resident.nbytes  # what waking takes
+            resident.state, resident.nbytes = "unloaded", 0
+        else:
+            engine, resident.engine, resident.state, resident.nbytes = resident.engine, None, "unloaded", 0
+            await asyncio.to_thread(_shutdown, engine)
         log.info("model %s unloaded", resident.name)
         return True
 
@@ -271,7 +295,7 @@ class ModelPool:
 
     async def close(self) -> None:
         for r in self.models.values():
-            if r.engine is not None and not r.pinned:
+            if r.engine is not None and not r.pinned and not r.sleeps:  # the primary is the server's to stop
                 await asyncio.to_thread(_shutdown, r.engine)
                 r.engine, r.state = None, "unloaded"
 

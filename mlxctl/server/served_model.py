@@ -17,8 +17,8 @@ REQUEST_LEASES = "mlxctl.leases"  # residency leases the request holds until its
 
 
 def served_names(app: web.Application) -> list[str]:
-    settings = app[SETTINGS]
-    return [settings.model_name, *settings.aliases, *app[POOL].models]
+    settings = app[SETTINGS]  # (the primary is a pool model too under --no-pin-primary)
+    return [settings.model_name, *settings.aliases, *(n for n in app[POOL].models if n != settings.model_name)]
 
 
 def check_model(request: web.Request, name: str) -> None:
@@ -43,13 +43,14 @@ async def use_model(request: web.Request, name: str, keep_alive: Any = None) -> 
     """The engine for ``name``, loaded (a pool model is leased until the response is done)."""
     check_model(request, name)
     settings, pool = request.app[SETTINGS], request.app[POOL]
-    if name in (settings.model_name, *settings.aliases):
+    primary = name in (settings.model_name, *settings.aliases)
+    if primary and pool.get(settings.model_name) is None:  # pinned: always loaded
         if keep_alive is not None:
             _check_keep_alive(keep_alive)
         engine = request.app[ENGINE]
     else:
         try:
-            resident = await pool.lease(name, keep_alive)
+            resident = await pool.lease(settings.model_name if primary else name, keep_alive)
         except MlxctlError as err:
             if isinstance(err, BadInputError):
                 raise ApiError(400, err.message, param="keep_alive") from err

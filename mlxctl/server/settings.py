@@ -37,6 +37,7 @@ class ServeSettings:
     embedding_model: str | None = None  # --embedding-model: serves /v1/embeddings and /v1/rerank
     stt_model: str | None = None  # --stt-model: /v1/audio/transcriptions' model (None: whisper-tiny-en, on first use)
     tts_model: str | None = None  # --tts-model: /v1/audio/speech's model (None: kokoro-82m, on first use)
+    pin_primary: bool = True  # False (--no-pin-primary): the primary model joins the pool (keep-alive, idle unload)
     allowed_local_media_path: str | None = None  # file:// image URLs may name files in this folder (None: refused)
     allow_remote_media: bool = False  # http(s) image/video URLs are fetched (public addresses only); False: refused
     sampling_defaults: SamplingDefaults = field(default_factory=SamplingDefaults)  # serve --default-*

@@ -210,7 +210,48 @@ def test_concurrent_requests_decode_as_without_speculation():
     assert results[0][0] == results[0][1]
 
 
-def test_a_recurrent_model_does_not_speculate_and_says_so(caplog):
+@pytest.mark.parametrize("arch", ["qwen3_next", "qwen3_5", "mamba", "nemotron_h", "lfm2"])
+def test_a_recurrent_model_speculates_by_replaying_and_decodes_as_without(arch, caplog, monkeypatch):
+    """Recurrent state cannot be cut: a rejected draft is undone by restoring the state from
+    before the check and running the kept tokens again. The drafts here are the plain reply's
+    next tokens with the third one wrong, so every check keeps part of its draft."""
+    import logging
+
+    from tests.engine.hybrid_configs import CONFIGS
+    from tests.engine.tiny import TinyModel
+
+    from mlxctl.models.dummy import build_model
+
+    caplog.set_level(logging.INFO, logger="mlxctl.engine")
+    prompts = [[3, 4, 5, 3, 4, 5, 3, 4], [7, 1, 7, 1, 7, 2, 9]]
+    params = SamplingParams(temperature=0, max_tokens=40)
+
+    def load():  # built on the engine thread (its stream), from the same seed each time
+        return TinyModel(model=build_model(CONFIGS[arch]), vocab_size=100)
+
+    with Engine(load, EngineConfig()) as engine:
+        plain = [engine.submit(p, params).collect().token_ids for p in prompts]
+
+    def propose(self, history, k):
+        for prompt, reply in zip(prompts, plain):
+            if history[:len(prompt)] == prompt:
+                draft = list(reply[len(history) - len(prompt):][:k])
+                if len(draft) >= 3:
+                    draft[2] = (draft[2] + 1) % 100
+                return draft
+        raise AssertionError(history)
+
+    monkeypatch.setattr("mlxctl.engine.speculative.NgramProposer.propose", propose)
+    with Engine(load, NGRAM) as engine:
+        spec = [engine.submit(p, params).collect().token_ids for p in prompts]
+        together = [s.collect().token_ids for s in [engine.submit(p, params) for p in prompts]]
+        stats = engine.stats()["speculative"]
+    assert spec == plain and together == plain  # a batch of them decodes plainly
+    assert stats["active"] is True and 0 < stats["accepted_tokens"] < stats["draft_tokens"]
+    assert "undone by restoring the recurrent state" in caplog.text
+
+
+def test_a_model_whose_caches_cannot_go_back_does_not_speculate_and_says_so(caplog):
     from tests.engine.hybrid_configs import CONFIGS
     from tests.engine.tiny import TinyModel
 
@@ -219,8 +260,7 @@ def test_a_recurrent_model_does_not_speculate_and_says_so(caplog):
     params = SamplingParams(temperature=0, max_tokens=12)
     outs = []
     for config in (EngineConfig(), NGRAM):
-        # built on the engine thread (its stream), from the same seed each time
-        with Engine(lambda: TinyModel(model=build_model(CONFIGS["qwen3_next"]), vocab_size=100), config) as engine:
+        with Engine(lambda: TinyModel(model=build_model(CONFIGS["falcon_h1"]), vocab_size=100), config) as engine:
             outs.append(engine.submit([3, 4, 5, 3, 4, 5, 3, 4], params).collect())
             stats = engine.stats()["speculative"]
     assert outs[0].token_ids == outs[1].token_ids

@@ -31,7 +31,7 @@ async def unload_model(request: web.Request) -> web.Response:
     resident = _resident(request)
     force = request.query.get("force", "false").lower() in ("1", "true")
     if resident.state == "ready" and not await request.app[POOL].unload(resident.name, force=force):
-        why = "requests are using it" if resident.leases else "it is pinned (add ?force=true)"
+        why = "it is pinned (add ?force=true)" if resident.pinned and not resident.leases else "requests are using it"
         raise ApiError(409, f"model '{resident.name}' was not unloaded: {why}")
     return web.json_response(resident.describe())
 
@@ -41,7 +41,7 @@ def _resident(request: web.Request):
     resident = request.app[POOL].get(name)
     if resident is None:
         settings = request.app[SETTINGS]
-        why = "the primary model cannot be loaded or unloaded" if name in (settings.model_name, *settings.aliases) \
-            else "not a served model"
+        why = "the primary model is pinned (serve --no-pin-primary lets it be unloaded)" \
+            if name in (settings.model_name, *settings.aliases) else "not a served model"
         raise ApiError(404, f"model '{name}': {why}", param="name", code="model_not_found")
     return resident

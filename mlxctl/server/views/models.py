@@ -38,10 +38,15 @@ async def model(request: web.Request) -> web.Response:
 def entries(app: web.Application) -> list[dict[str, Any]]:
     """The primary model and its aliases, the resident pool, the embedding model."""
     settings, engine = app[SETTINGS], app[ENGINE]
+    loaded = None if engine.asleep else engine.model  # (asleep: its facts are read again when it wakes)
     primary = {"state": "ready" if engine.model is not None else "loading", "pinned": True,
-               **model_facts(app, engine.model), "sampling_defaults": sampling_defaults(app, engine.model)}
+               **model_facts(app, loaded), "sampling_defaults": sampling_defaults(app, loaded)}
+    if (pooled := app[POOL].get(settings.model_name)) is not None:  # --no-pin-primary: its pool state
+        primary |= {k: v for k, v in pooled.describe().items() if k != "id"}
     data = [_entry(n, primary) for n in (settings.model_name, *settings.aliases)]
     for resident in app[POOL].models.values():
+        if resident is pooled:
+            continue
         loaded = getattr(resident.engine, "model", None) if resident.state == "ready" else None
         fields = {k: v for k, v in resident.describe().items() if k != "id"}
         data.append(_entry(resident.name, {**fields, **model_facts(app, loaded),

@@ -85,7 +85,7 @@ async def _model(request: web.Request, body: Any, started: float, chat: bool) ->
 
 def _load_reason(request: web.Request, body: Any) -> str:
     """A request with nothing to generate loads the model, or with keep_alive 0 unloads a pool
-    model once it is released (the primary model stays loaded)."""
+    model once it is released (a pinned primary model stays loaded)."""
     from mlxctl.server.residency import parse_keep_alive
 
     pooled = ollama_name(request, body.model) in request.app[POOL].models

@@ -93,7 +93,7 @@ def _loaded(app: web.Application, name: str) -> Any:
     """The LoadedModel behind a served name (None: not loaded, or not a chat model)."""
     settings = app[SETTINGS]
     if name in (settings.model_name, *settings.aliases):
-        return app[ENGINE].model
+        return None if app[ENGINE].asleep else app[ENGINE].model
     resident = app[POOL].models.get(name)
     return getattr(resident.engine, "model", None) if resident is not None and resident.state == "ready" else None
 
