@@ -102,7 +102,7 @@ complete -c mlxctl -n '__fish_seen_subcommand_from serve' -l warm-prompts-concur
 complete -c mlxctl -n '__fish_seen_subcommand_from serve' -l tool-call-parser -r -F -d 'Tool-call format: auto (from the chat template), none, or a format name (docs/tools.md)'
 complete -c mlxctl -n '__fish_seen_subcommand_from serve' -l reasoning-parser -r -F -d 'Reasoning format: auto, none, or a format name (docs/tools.md)'
 complete -c mlxctl -n '__fish_seen_subcommand_from serve' -l max-retries -r -F -d 'Failed engine steps a request may live through (it resumes from its checkpoint) before it ends with an error'
-complete -c mlxctl -n '__fish_seen_subcommand_from serve' -l max-loaded-gb -r -F -d 'Weights of the extra models kept loaded at once: idle ones are unloaded, least recently used first, to make room before a load; a model that cannot fit is refused (0: no limit)'
+complete -c mlxctl -n '__fish_seen_subcommand_from serve' -l max-loaded-gb -r -F -d 'Weights of all the models kept loaded at once, the primary\'s included: idle extra models are unloaded, least recently used first, to make room before a load; a model that cannot fit is refused (0: no limit)'
 complete -c mlxctl -n '__fish_seen_subcommand_from serve' -l keep-alive -r -F -d 'How long an extra model stays loaded after its last request (300, 5m, 1h; -1: forever)'
 complete -c mlxctl -n '__fish_seen_subcommand_from serve' -l pin -r -F -d 'Never unload this extra model once loaded (repeatable)'
 complete -c mlxctl -n '__fish_seen_subcommand_from serve' -l pin-primary -l no-pin-primary -d 'Keep the primary model (the first -m) loaded for the server\'s life'

@@ -10,7 +10,7 @@ from mlxctl.server.access_log import access_log
 from mlxctl.server.auth import auth
 from mlxctl.server.cors import add_cors_headers, cors_preflight
 from mlxctl.server.keys import ENGINE, POOL, SETTINGS, STATE
-from mlxctl.server.residency import ModelPool
+from mlxctl.server.residency import ModelPool, weights_bytes
 from mlxctl.server.metrics import Metrics
 from mlxctl.server.ratelimit import rate_limit
 from mlxctl.server.response_keys import install_response_store
@@ -32,6 +32,8 @@ def init_app(engine: Engine, settings: ServeSettings = ServeSettings(), pool: Mo
     app[POOL] = pool or ModelPool()
     if not settings.pin_primary:
         app[POOL].add_primary(settings.model_name, engine)
+    else:  # its weights count in --max-loaded-gb too
+        app[POOL].outside = lambda: weights_bytes(engine)
     app[SETTINGS] = settings
     app[STATE] = ServerState(metrics=Metrics(settings.model_name, prefix_cache=True, names=settings.metrics_names))
     install_response_store(app)  # the state behind the /v1/responses routes

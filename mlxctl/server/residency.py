@@ -9,7 +9,8 @@ request first names it, on a thread of its own, so requests to models already re
 meanwhile. A request holds a lease on its model until its response is written; a leased model
 is never unloaded.
 
-The budget (``--max-loaded-gb``) is kept before a load, not after: when the new model's weights
+The budget (``--max-loaded-gb``) counts every loaded model's weights, the pinned primary's too
+(``outside``). It is kept before a load, not after: when the new model's weights
 can be estimated from its headers (``mlxctl model inspect``'s reader), the least recently used
 models that are neither leased nor pinned are unloaded until it fits, then it is loaded; when it
 cannot fit even so, the load is refused with a 507 (or a 503 with Retry-After while the room is
@@ -104,6 +105,7 @@ class ModelPool:
         self.default_keep_alive_s = default_keep_alive_s
         self.unconfigured = unconfigured  # None: a name that is not configured is not served
         self.models: dict[str, Resident] = {}
+        self.outside: Callable[[], int] = lambda: 0  # weights held outside the pool: a pinned primary's
 
     def add(self, name: str, ref: str, make_engine: Callable[[], Any], *, pinned: bool = False,
             engine: Any = None, keep_alive_s: Any = _KEEP,
@@ -211,6 +213,10 @@ class ModelPool:
         if need > self.budget_bytes:
             raise ApiError(507, f"model '{resident.name}' needs about {_gb(need)} of weights, more than the "
                                 f"whole --max-loaded-gb budget ({_gb(self.budget_bytes)})", code="model_too_large")
+        if (primary := self.outside()) and need + primary > self.budget_bytes:
+            raise ApiError(507, f"model '{resident.name}' needs about {_gb(need)} of weights and the pinned primary "
+                                f"model holds {_gb(primary)} of the --max-loaded-gb budget ({_gb(self.budget_bytes)})",
+                           code="model_budget_full")
         evicted: list[str] = []
         while self._committed(resident) + need > self.budget_bytes:
             idle = [r for r in self.models.values()
@@ -225,15 +231,17 @@ class ModelPool:
         return evicted
 
     def _committed(self, resident: Resident | None = None) -> int:
-        """Bytes of weights loaded, and held for models loading, besides ``resident``'s."""
-        return sum(r.nbytes if r.state == "ready" else r.reserved
-                   for r in self.models.values() if r is not resident and r.state in ("ready", "loading"))
+        """Bytes of weights loaded (the pinned primary's too), and held for models loading,
+        besides ``resident``'s."""
+        return self.outside() + sum(r.nbytes if r.state == "ready" else r.reserved
+                                    for r in self.models.values() if r is not resident and r.state in ("ready", "loading"))
 
     def _no_room(self, resident: Resident, need: int) -> ApiError:
         holders = [r for r in self.models.values()
                    if r is not resident and r.state in ("ready", "loading") and (r.nbytes or r.reserved)]
         busy = [r for r in holders if r.leases or r.state == "loading"]
-        held = ", ".join(f"'{r.name}' {_gb(r.nbytes or r.reserved)} ({_why_held(r)})" for r in holders)
+        held = ", ".join([*([f"the primary model {_gb(primary)} (pinned)"] if (primary := self.outside()) else []),
+                          *(f"'{r.name}' {_gb(r.nbytes or r.reserved)} ({_why_held(r)})" for r in holders)])
         message = (f"model '{resident.name}' needs about {_gb(need)} of weights and the --max-loaded-gb budget "
                    f"({_gb(self.budget_bytes)}) is held by models that cannot be unloaded now: {held}")
         if busy:  # leases end and loads finish: worth retrying
@@ -259,7 +267,7 @@ class ModelPool:
     async def enforce_budget(self, keep: Resident | None = None) -> list[str]:
         """Unload least recently used idle models until the weights fit the budget."""
         evicted = []
-        while self.budget_bytes and self.loaded_bytes > self.budget_bytes:
+        while self.budget_bytes and self.loaded_bytes + self.outside() > self.budget_bytes:
             idle = [r for r in self.models.values()
                     if r.state == "ready" and not r.leases and not r.pinned and r is not keep]
             if not idle:

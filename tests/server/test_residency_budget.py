@@ -11,6 +11,7 @@ from mlxctl.cli.serve_models import EngineDefaults, ModelSpec, build_pool
 from mlxctl.engine.engine import EngineConfig
 from mlxctl.models.inspect import loaded_weights_bytes
 from mlxctl.server.app import init_app
+from mlxctl.server.residency import weights_bytes
 from mlxctl.server.runner import BackgroundServer
 from mlxctl.server.settings import ServeSettings
 from tests.server.test_residency import PROMPT
@@ -19,11 +20,13 @@ from tests.server.test_residency import PROMPT
 @pytest.fixture
 def daemon(engine, tiny_folder):
     """(url, pool, server, seen, one): models "a" and "b" (the tiny folder, float32 as on CPU),
-    a budget of one and a half of them; ``seen[name]`` is the pool as it stood when name's
-    engine was made, i.e. after making room and before its weights were read."""
+    a budget of the pinned primary's weights and one and a half of theirs; ``seen[name]`` is the
+    pool as it stood when name's engine was made, i.e. after making room and before its
+    weights were read."""
     one = loaded_weights_bytes(tiny_folder, "auto")
     specs = [ModelSpec("a", str(tiny_folder)), ModelSpec("b", str(tiny_folder))]
-    pool = build_pool(specs, one * 3 // 2, None, EngineDefaults("auto", "auto", None, EngineConfig()))
+    budget = weights_bytes(engine) + one * 3 // 2  # the primary counts too
+    pool = build_pool(specs, budget, None, EngineDefaults("auto", "auto", None, EngineConfig()))
     seen: dict[str, dict] = {}
     for resident in pool.models.values():
         resident.make_engine = _recording(resident.name, resident.make_engine, pool, seen)
@@ -55,7 +58,7 @@ def test_the_idle_model_is_unloaded_before_the_new_one_loads(daemon):
     # when b's weights were about to be read, a was already gone: the peak stayed in the budget
     assert seen["b"] == {"states": {"a": "unloaded", "b": "loading"}, "loaded": 0}
     assert pool.get("a").state == "unloaded" and pool.get("b").state == "ready"
-    assert pool.loaded_bytes <= pool.budget_bytes
+    assert pool.loaded_bytes + pool.outside() <= pool.budget_bytes
     assert _complete(url, "a").status_code == 200 and seen["a"]["states"]["b"] == "unloaded"
 
 
@@ -101,6 +104,16 @@ def test_a_model_larger_than_the_whole_budget_is_a_507(daemon):
     assert listed["state"] == "unloaded" and listed["estimated_bytes"] == one
     pool.budget_bytes = 0  # no limit: it loads
     assert _complete(url, "a").status_code == 200
+
+
+def test_the_pinned_primary_counts_in_the_budget(daemon):
+    url, pool, _, seen, one = daemon
+    primary = pool.outside()
+    assert primary > 0
+    pool.budget_bytes = primary + one // 2  # a fits the budget alone, not beside the primary
+    r = _complete(url, "a")
+    assert r.status_code == 507 and r.json()["error"]["code"] == "model_budget_full"
+    assert "the pinned primary model holds" in r.json()["error"]["message"] and "a" not in seen
 
 
 def test_admin_load_keeps_the_budget_too(daemon):
