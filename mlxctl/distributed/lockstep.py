@@ -201,4 +201,6 @@ def _wire(kind: str, payload: Any) -> tuple:
         return ("add", req.id, req.prompt_tokens, req.params, req.max_new_tokens, req.cache_salt)
     if kind == "clear_prefix_cache":
         return (kind, payload[1])
+    if kind == "call":  # Engine._ask (sleep, wake): the leader's own; followers skip it
+        return (kind,)
     return (kind, payload)

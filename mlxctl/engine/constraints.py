@@ -401,7 +401,8 @@ class Matcher:
         else:
             j = len(tokens)
         out[j:] = -1
-        _clear_tail_bits_rows(out[j:], self.vocab_width)
+        for row in out[j:]:
+            _clear_tail_bits(row, self.vocab_width)
         if consumed:
             self._m.rollback(consumed)
 
@@ -459,11 +460,6 @@ def unpack_bits(packed: np.ndarray, vocab_width: int) -> mx.array:
     n, words = packed.shape
     bits = mx.right_shift(mx.array(packed.view(np.uint32))[:, :, None], mx.arange(32, dtype=mx.uint32))
     return (bits & 1).reshape(n, words * 32)[:, :vocab_width].astype(mx.bool_)
-
-
-def _clear_tail_bits_rows(rows: np.ndarray, width: int) -> None:
-    for row in rows:
-        _clear_tail_bits(row, width)
 
 
 def advance_all(matchers: Sequence[Matcher | None], tokens: Sequence[int]) -> None:

@@ -189,21 +189,24 @@ class Engine:
     def sleep(self, timeout: float = 60.0) -> bool:
         """Give the model's memory back, keeping the engine (engine/sleep.py): only when idle;
         False when a request is queued or running."""
-        done: Future = Future()
-        self._inbox.put(("sleep", done))
-        return done.result(timeout)
+        return self._ask(sleep.sleep, timeout)
 
     def wake(self, timeout: float | None = None) -> None:
         """Load the model again after ``sleep`` (a no-op when awake); raises the load's error."""
-        done: Future = Future()
-        self._inbox.put(("wake", done))
-        done.result(timeout)
+        self._ask(sleep.wake, timeout)
 
     def clear_prefix_cache(self, timeout: float = 30.0, *, disk: bool = False) -> int:
         """Drop every cached prefix block no request holds (and the disk tier's blocks when
-        ``disk``); returns how many went."""
+        ``disk``); returns how many went (none while asleep: the cache was closed then). Its own
+        message, not ``_ask``: tensor-parallel followers clear theirs too (distributed/lockstep.py)."""
         done: Future = Future()
         self._inbox.put(("clear_prefix_cache", (done, disk)))
+        return done.result(timeout)
+
+    def _ask(self, work: Callable[["Engine"], Any], timeout: float | None) -> Any:
+        """``work(self)`` run on the engine thread between steps; its result, or its error raised."""
+        done: Future = Future()
+        self._inbox.put(("call", (done, work)))
         return done.result(timeout)
 
     # -- engine thread ------------------------------------------------------------------------
@@ -277,30 +280,19 @@ class Engine:
 
     def _apply(self, kind: str, payload: Any) -> None:
         if kind == "add":
-            if self.asleep and not self._woken(payload):
-                return
-            self._admit(payload)
-        elif kind in ("sleep", "wake"):
-            try:
-                payload.set_result(sleep.sleep(self) if kind == "sleep" else sleep.wake(self))
-            except BaseException as exc:  # noqa: BLE001 - the caller's to raise
-                payload.set_exception(exc)
+            if not self.asleep or sleep.wake_for(self, payload):
+                self._admit(payload)
         elif kind == "abort":
             self._abort(payload)
         elif kind == "clear_prefix_cache":
             done, disk = payload
             done.set_result(self.prefix.clear(disk=disk) if self.prefix is not None else 0)  # (None asleep)
-
-    def _woken(self, req: Request) -> bool:
-        """A request reached a sleeping engine (one submitted without ``wake``): load, or fail it."""
-        try:
-            sleep.wake(self)
-        except Exception as exc:  # noqa: BLE001 - the request ends with the load's error
-            with self._unseen_lock:
-                self._unseen.pop(id(req), None)
-            req.stream.put(FinishEvent(FinishReason.ERROR, req.usage(), req.timings(), "", _as_engine_error(exc)))
-            return False
-        return True
+        elif kind == "call":  # _ask
+            done, work = payload
+            try:
+                done.set_result(work(self))
+            except BaseException as exc:  # noqa: BLE001 - the asker's to raise
+                done.set_exception(exc)
 
     def _admit(self, req: Request) -> None:
         from mlxctl.engine.output import OutputProcessor

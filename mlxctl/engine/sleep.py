@@ -55,6 +55,22 @@ def wake(engine: Any) -> None:
     log.info("model %s loaded again", engine.model.name)
 
 
+def wake_for(engine: Any, req: Any) -> bool:
+    """A request reached a sleeping engine (submitted without ``wake``): load, or end the request
+    with the load's error (False)."""
+    from mlxctl.engine.engine import _as_engine_error
+    from mlxctl.engine.events import FinishEvent, FinishReason
+
+    try:
+        wake(engine)
+    except Exception as exc:  # noqa: BLE001 - the request ends with the load's error
+        with engine._unseen_lock:
+            engine._unseen.pop(id(req), None)
+        req.stream.put(FinishEvent(FinishReason.ERROR, req.usage(), req.timings(), "", _as_engine_error(exc)))
+        return False
+    return True
+
+
 def _husk(loaded: Any) -> Any:
     """``loaded`` without its weights (and vision tower): what requests are prepared with."""
     names = {f.name for f in dataclasses.fields(loaded)}
