@@ -2,7 +2,7 @@
 
   python scripts/bench_speculative.py [--model REF] [--dtype auto] [--code-tokens 200]
          [--max-tokens 200] [--reps 3] [--draft 8[,4,...]] [--draft-model REF [--draft-dtype native]]
-         [--batch N] [--json]
+         [--batch N] [--transcript docs/workloads/agent_transcript.json] [--json]
 
 The prompt asks the model to repeat about --code-tokens tokens of this repository's source
 (the edit-like case prompt lookup feeds on). Each round runs the engine without speculation,
@@ -11,7 +11,9 @@ interleaved A B C A B C; decode tok/s is the engine's own (first token to finish
 also run through mlx-lm's bare ``generate_step`` loop in each round (``speedup_vs_bare``). With --batch N,
 N requests go at once (each repeating another part of the code) and the rate is all their
 tokens over the wall time. Every speculative reply is compared with the plain one, token for
-token.
+token. With --transcript the prompt is instead the last turn of a recorded agent session (the
+history an agent sends, tool calls and results as text). Each engine's warm-up is one whole
+reply, so every verify-pass width is compiled before the rounds.
 """
 
 from __future__ import annotations
@@ -39,6 +41,9 @@ def parse() -> argparse.Namespace:
     p.add_argument("--draft-dtype", default="auto")
     p.add_argument("--batch", type=int, default=1,
                    help="requests at once, each asked to repeat another part of the code (1: one request)")
+    p.add_argument("--transcript", type=Path, default=None,
+                   help="instead of the code prompt: the last turn of a recorded agent transcript "
+                        "(docs/workloads/agent_transcript.json), tool calls and results flattened to text")
     p.add_argument("--json", action="store_true")
     return p.parse_args()
 
@@ -54,6 +59,25 @@ def repeat_prompt(tokenizer, code_tokens: int, part: int = 0) -> list[int]:
     return render_chat(tokenizer, chat_messages("Repeat this code exactly, with no changes:\n\n" + code))
 
 
+def transcript_prompt(tokenizer, path: Path) -> list[int]:
+    """The whole history before the transcript's last assistant turn, as an agent would send it;
+    tool calls and tool results become plain text so any chat template renders them."""
+    from mlxctl.api.prompt import render_chat
+
+    transcript = json.loads(path.read_text())
+    history = [{"role": "system", "content": transcript["system"]}] if transcript.get("system") else []
+    last = []
+    for message in transcript["messages"]:
+        if message["role"] == "assistant":
+            last = list(history)
+        text = message.get("content") or ""
+        if message.get("tool_calls"):
+            text += "".join("\n" + json.dumps(call.get("function", call)) for call in message["tool_calls"])
+        role = "user" if message["role"] == "tool" else message["role"]
+        history.append({"role": role, "content": ("Tool result:\n" if message["role"] == "tool" else "") + text})
+    return render_chat(tokenizer, last)
+
+
 def main() -> int:
     args = parse()
     from mlxctl.engine.engine import Engine, EngineConfig
@@ -62,17 +86,20 @@ def main() -> int:
     from mlxctl.generation import model_loader
 
     loaded = model_loader(args.model, args.dtype, lambda m: print(m, file=sys.stderr))()
-    prompts = [repeat_prompt(loaded.tokenizer, args.code_tokens, part) for part in range(args.batch)]
+    if args.transcript:
+        prompts = [transcript_prompt(loaded.tokenizer, args.transcript)] * args.batch
+    else:
+        prompts = [repeat_prompt(loaded.tokenizer, args.code_tokens, part) for part in range(args.batch)]
     prompt = prompts[0]
     configs = {"off": SpeculationConfig()}
     configs.update({f"ngram{k}": SpeculationConfig("ngram", int(k)) for k in args.draft.split(",")})
     if args.draft_model:
         configs.update({f"draft{k}": SpeculationConfig("draft", int(k), args.draft_model, args.draft_dtype)
                         for k in args.draft.split(",")})
-    engines = {name: Engine(lambda: loaded, EngineConfig(speculation=c)).start() for name, c in configs.items()}
     params = SamplingParams(temperature=0, max_tokens=args.max_tokens)
-    for engine in engines.values():  # warm-up
-        engine.submit(prompt, SamplingParams(temperature=0, max_tokens=8)).collect()
+    engines = {name: Engine(lambda: loaded, EngineConfig(speculation=c)).start() for name, c in configs.items()}
+    for engine in engines.values():  # warm-up: a whole reply, so every pass width a draft makes is compiled
+        engine.submit(prompt, params).collect()
     rates: dict[str, list[float]] = {name: [] for name in engines}
     accepted: dict[str, list[float]] = {name: [] for name in engines}
     replies: dict[str, set] = {name: set() for name in engines}
