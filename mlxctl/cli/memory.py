@@ -13,7 +13,7 @@ from mlxctl.errors import BadInputError
 
 KvBitsOpt = Annotated[int, typer.Option("--kv-bits", metavar="BITS", help="Keep running requests' KV cache quantised to 8 or 4 bits (with a 16-bit model and groups of 64, about 1.9x or 3.6x more context or requests in the same memory; not bit-exact); 0: the model's dtype. Cached prefix blocks are kept in the same form.")]
 KvGroupSizeOpt = Annotated[int, typer.Option("--kv-group-size", metavar="N", help="With --kv-bits: values per quantisation group along the head dimension (32, 64 or 128; smaller is closer, larger is smaller).")]
-MemoryBudgetOpt = Annotated[str, typer.Option("--memory-budget-gb", metavar="GB", help="Memory for the model's weights, the prefix cache and the KV of the requests it runs: a request starts only when its KV (prompt plus max_tokens) fits beside the running ones, one that can never fit gets 400, and a burst beyond it gets 503 with Retry-After; auto: the GPU's recommended working set (Metal) or MLX's memory limit; 0: no budget.")]
+MemoryBudgetOpt = Annotated[str, typer.Option("--memory-budget-gb", metavar="GB", help="Memory for every model's weights, prefix cache and the KV of the requests they run, shared by all served models: a request starts only when its KV (prompt plus max_tokens) fits beside the running ones, one that can never fit gets 400, and a burst beyond it gets 503 with Retry-After; auto: the GPU's recommended working set (Metal) or MLX's memory limit; 0: no budget.")]
 MaxModelLenOpt = Annotated[Optional[int], typer.Option("--max-model-len", metavar="N", min=1, show_default=False, help="The longest context (prompt plus reply, in tokens) a request may use; longer ones are refused, naming it. Default: the model's own.")]
 
 
@@ -41,6 +41,16 @@ def memory_budget(text: str) -> int | None:
     if not gb >= 0 or gb == float("inf"):
         raise BadInputError(f"--memory-budget-gb must be a number of GiB, auto or 0, got {text!r}")
     return math.ceil(gb * (1 << 30)) or None  # a positive budget never rounds down to "none"
+
+
+def shared_budget(total: int | None, pin_primary: bool) -> dict:
+    """The primary engine's memory settings under ``serve``: one ledger for the budget, which the
+    pool's engines share (engine/memory.py); the primary's holdings are fixed while it is pinned."""
+    if not total:
+        return {"memory_budget_bytes": None}
+    from mlxctl.engine.memory import MemoryLedger
+
+    return {"memory_budget_bytes": total, "memory_ledger": MemoryLedger(total), "memory_pinned": pin_primary}
 
 
 def device_memory() -> int:

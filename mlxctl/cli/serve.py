@@ -149,13 +149,13 @@ def serve(
     ensure_fast_blas()
     _check_flags(log_format, prefix_cache_bits, prefix_cache, cache_dir, warm_prompts, log_file, tui)
     check_metrics_names(metrics_names)
-    from mlxctl.cli.memory import kv_flags, memory_budget
+    from mlxctl.cli.memory import kv_flags, memory_budget, shared_budget
     from mlxctl.cli.speculation import speculation_flags
 
     engine_flags = {"speculation": speculation_flags(ctx, speculative, num_draft_tokens, draft_model, draft_dtype,
                                                      tensor_parallel),
                     "kv": kv_flags(ctx, kv_bits, kv_group_size, prefix_cache_bits), "max_model_len": max_model_len,
-                    "memory_budget_bytes": memory_budget(memory_budget_gb)}
+                    **shared_budget(memory_budget(memory_budget_gb), pin_primary)}
     (first_name, first), extras = split_models(model)
     settings = _settings(
         host=host, port=port, model_name=served_model_name or first_name or default_name(first),

@@ -248,11 +248,11 @@ def _settings(spec: ModelSpec, defaults: EngineDefaults) -> tuple[str, str, Any]
     scheduler = dataclasses.replace(scheduler, max_num_seqs=seqs, max_prefilling=min(8, seqs),
                                     prefill_chunk=_given(spec.prefill_chunk, scheduler.prefill_chunk),
                                     prefill_step_ms=_given(spec.prefill_step_ms, scheduler.prefill_step_ms))
-    # --memory-budget-gb is the primary model's; pool models are kept by --max-loaded-gb (weights only)
+    # --memory-budget-gb's ledger is shared with the primary's engine; --max-loaded-gb caps weights apart
     cap = dict(max_model_len=spec.max_model_len, max_model_len_at_most=False) if spec.max_model_len else \
         dict(max_model_len_at_most=True)  # serve's --max-model-len, where the model's own context is longer
     return (spec.dtype or defaults.dtype, spec.load_format or defaults.load_format,
-            dataclasses.replace(defaults.config, scheduler=scheduler, memory_budget_bytes=None, **cap))
+            dataclasses.replace(defaults.config, scheduler=scheduler, memory_pinned=spec.pin, **cap))
 
 
 def _given(value: Any, default: Any) -> Any:
@@ -298,7 +298,7 @@ def unconfigured_models(defaults: EngineDefaults) -> Callable[[str], Factories]:
         def make_engine() -> Any:
             from mlxctl.engine.engine import Engine
 
-            return Engine(load, defaults.config)
+            return Engine(load, dataclasses.replace(defaults.config, memory_pinned=False))
 
         return make_engine, lambda: _estimate(path(), defaults.dtype)
 
@@ -344,6 +344,7 @@ def build_pool(specs: list[ModelSpec], budget_bytes: int, keep_alive_s: float | 
     from mlxctl.server.residency import ModelPool
 
     pool = ModelPool(budget_bytes, keep_alive_s, unconfigured_models(defaults) if allow_unconfigured else None)
+    pool.ledger = defaults.config.memory_ledger
     for spec in specs:
         make_engine, estimate = engine_factory(spec, defaults)
         keep = {} if spec.keep_alive_s is _UNSET else {"keep_alive_s": spec.keep_alive_s}

@@ -52,6 +52,8 @@ class EngineConfig:
     max_model_len: int | None = None  # --max-model-len: the context requests may use (None: the model's)
     max_model_len_at_most: bool = False  # a default from serve's flag for a pool model: a shorter own context stays
     memory_budget_bytes: int | None = None  # --memory-budget-gb: weights, prefix cache and KV (engine/memory.py)
+    memory_ledger: Any = None  # serve: the budget shared with the other models' engines (memory.MemoryLedger)
+    memory_pinned: bool = False  # never unloaded: what it holds bounds the other engines' KV for good
 
 
 class Engine:
@@ -154,6 +156,10 @@ class Engine:
     def abort(self, request_id: str) -> None:
         self._inbox.put(("abort", request_id))
 
+    def nudge(self) -> None:
+        """Another engine gave memory back: a queue that waited on it is looked at again."""
+        self._inbox.put(("nudge", None))
+
     def shutdown(self, timeout: float = 10.0) -> None:
         if self._thread is not None and self._thread.is_alive():
             self._inbox.put(("stop", None))
@@ -247,7 +253,7 @@ class Engine:
         memory.setup(self)  # after the draft model: its weights count too
 
     def _loop(self) -> None:
-        while self._drain_inbox(block=not self.scheduler.has_work):
+        while self._drain_inbox(block=not self.scheduler.has_work or self.scheduler.stalled):
             if self.scheduler.has_work:
                 self._safe_step()
         self._fail_all(FinishReason.ABORT, None)
@@ -259,9 +265,7 @@ class Engine:
         except Exception:  # noqa: BLE001 - a cache that cannot be saved must not block shutdown
             log.exception("could not save the prefix cache")
         mx.synchronize()  # a queued step still running in MLX at exit aborts the process
-        from mlxctl.engine.wired import release
-
-        release(id(self))  # the last engine out puts the previous wired limit back
+        memory.leave(self)  # the last engine out puts the previous wired limit back
 
     def _drain_inbox(self, block: bool) -> bool:
         """Apply queued adds/aborts; False when asked to stop."""
@@ -284,6 +288,8 @@ class Engine:
                 self._admit(payload)
         elif kind == "abort":
             self._abort(payload)
+        elif kind == "nudge":  # room came back (memory.MemoryLedger): the next step looks again
+            self.scheduler.stalled = False
         elif kind == "clear_prefix_cache":
             done, disk = payload
             done.set_result(self.prefix.clear(disk=disk) if self.prefix is not None else 0)  # (None asleep)

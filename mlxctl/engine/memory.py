@@ -14,11 +14,19 @@ the prefix cache and the KV of the requests it runs. The engine keeps the KV sha
   the whole context). A waiting request starts only when it fits beside the ones in flight; when
   the queue already holds a budget's worth of work, a new request gets 503 with Retry-After.
   Nothing runs out of memory mid-step because of the KV the engine admitted.
+* **One budget for every model.** Under ``serve`` every engine (the primary and the pool's)
+  shares one :class:`MemoryLedger`: what each loaded engine holds (weights, prefix cache cap)
+  and the KV its requests in flight claim all count against the one figure. An engine admits a
+  request only when its batch's KV fits what the others leave; one whose queue waits only on
+  the others is woken when they give room back, and the pool unloads idle models for it
+  (server/residency.py).
 """
 
 from __future__ import annotations
 
 import math
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -87,22 +95,130 @@ def _row_bytes(a: Any) -> int:
     return a.shape[1] * a.shape[3] * a.dtype.size if a.ndim == 4 else 0
 
 
-class KVBudget:
-    """The engine's share of ``--memory-budget-gb``: what is left for KV once the weights and the
-    prefix cache are counted, and the checks that keep the running requests within it."""
+class MemoryLedger:
+    """``--memory-budget-gb`` shared by a server's engines: what each loaded engine holds
+    (``held``: weights, prefix cache cap), the KV bytes its requests in flight claim, and by how
+    much each one's next request falls short (``starved``). Thread-safe: every engine admits on
+    its own thread."""
 
-    def __init__(self, total: int, held: dict[str, int], footprint: KVFootprint, context_length: int):
-        self.total, self.held, self.footprint = total, held, footprint
-        self.kv_bytes = total - sum(held.values())
+    def __init__(self, total: int):
+        self.total = total
+        self._lock = threading.Lock()
+        self.held: dict[int, int] = {}
+        self.claims: dict[int, int] = {}
+        self.starved: dict[int, int] = {}
+        self.pinned: set[int] = set()  # engines that are never unloaded: their holdings bound the others
+        self._nudges: dict[int, Callable[[], None]] = {}
+        # called (on the refused engine's thread) when a claim does not fit: the server's pool
+        # unloads an idle model for it (server/residency.py: ModelPool.reclaim)
+        self.on_starved: Callable[[], None] | None = None
+
+    def join(self, key: int, held: int, nudge: Callable[[], None], pinned: bool = False) -> None:
+        with self._lock:
+            self.held[key], self.claims[key], self._nudges[key] = held, 0, nudge
+            if pinned:
+                self.pinned.add(key)
+        self._wire()
+
+    def leave(self, key: int) -> None:
+        with self._lock:
+            for table in (self.held, self.claims, self.starved, self._nudges):
+                table.pop(key, None)
+            self.pinned.discard(key)
+            waiting = list(self._nudges.values()) if self.starved else []
+        self._wire()
+        for nudge in waiting:
+            nudge()
+
+    def fixed_besides(self, key: int) -> int:
+        """What the pinned engines other than ``key`` hold: never given back."""
+        with self._lock:
+            return sum(b for k, b in self.held.items() if k in self.pinned and k != key)
+
+    def _room(self, key: int) -> int:
+        return self.total - sum(self.held.values()) - sum(b for k, b in self.claims.items() if k != key)
+
+    def room(self, key: int) -> int:
+        """KV bytes ``key``'s requests may claim now: the budget less every engine's holdings
+        and the other engines' claims."""
+        with self._lock:
+            return self._room(key)
+
+    def claim(self, key: int, need: int) -> bool:
+        """``key``'s requests in flight and its next one need ``need`` KV bytes: claimed if they fit."""
+        with self._lock:
+            room = self._room(key)
+            if need > room:
+                self.starved[key] = need - room
+            else:
+                self.claims[key] = need
+                self.starved.pop(key, None)
+        if need > room and self.on_starved is not None:
+            self.on_starved()
+        return need <= room
+
+    def settle(self, key: int, need: int, waiting: bool) -> None:
+        """``key``'s requests in flight now need ``need`` (after one ended); the others waiting
+        for room are woken when this gave some back."""
+        with self._lock:
+            freed = need < self.claims.get(key, 0)
+            self.claims[key] = need
+            if not waiting:
+                self.starved.pop(key, None)
+            nudges = [n for k, n in self._nudges.items() if k in self.starved and k != key] if freed else []
+        for nudge in nudges:
+            nudge()
+
+    def used(self) -> int:
+        with self._lock:
+            return sum(self.held.values()) + sum(self.claims.values())
+
+    def claimed(self) -> int:
+        """KV bytes the requests in flight claim, all engines together."""
+        with self._lock:
+            return sum(self.claims.values())
+
+    def shortfall(self) -> int:
+        """The most any engine's next request lacks (0: nobody waits on room)."""
+        with self._lock:
+            return max(self.starved.values(), default=0)
+
+    def _wire(self) -> None:
+        """On Metal the whole budget is wired while any engine holds a share: each engine's
+        holdings are its own share (``wired_need``) and the KV room is the ledger's."""
+        from mlxctl.engine import wired
+
+        with self._lock:
+            room, empty = self.total - sum(self.held.values()), not self.held
+        if empty:
+            wired.release(id(self))
+        else:
+            wired.hold(id(self), lambda: max(0, room))
+
+
+class KVBudget:
+    """An engine's share of ``--memory-budget-gb``: the most KV it could ever have (the budget
+    less its own holdings and the pinned engines'), and the checks that keep its requests in
+    flight within what the other engines leave (``ledger``)."""
+
+    def __init__(self, ledger: MemoryLedger, key: int, held: dict[str, int], footprint: KVFootprint,
+                 context_length: int):
+        self.ledger, self.key, self.held, self.footprint = ledger, key, held, footprint
+        self.total = ledger.total
+        self.others = ledger.fixed_besides(key)
+        self.kv_bytes = self.total - sum(held.values()) - self.others
         self.longest = footprint.tokens_within(self.kv_bytes)
         if self.longest < 2:
-            parts = ", ".join(f"{name} {gib(b)}" for name, b in held.items())
-            raise BadInputError(f"--memory-budget-gb {gib(total)} leaves no room for KV beside {parts}",
+            parts = ", ".join(f"{name} {gib(b)}" for name, b in self.held_all().items())
+            raise BadInputError(f"--memory-budget-gb {gib(self.total)} leaves no room for KV beside {parts}",
                                 hint="raise --memory-budget-gb, or lower --prefix-cache-gb")
         self.context_length = context_length
 
+    def held_all(self) -> dict[str, int]:
+        return {**self.held, **({"other models": self.others} if self.others else {})}
+
     def describe(self) -> str:
-        held = ", ".join(f"{name} {gib(b)}" for name, b in self.held.items())
+        held = ", ".join(f"{name} {gib(b)}" for name, b in self.held_all().items())
         fits = min(self.longest, self.context_length)
         return (f"memory budget {gib(self.total)}: {held}, KV {gib(self.kv_bytes)} "
                 f"({self.footprint.per_token} bytes a token; one sequence of up to {fits} tokens)")
@@ -124,14 +240,19 @@ class KVBudget:
         return min(max_new, room)
 
     def fits(self, reserves: list[int]) -> bool:
-        return self.footprint.batch_bytes(reserves) <= self.kv_bytes
+        """The requests in flight with the next one (its reservation last) fit: claimed if so."""
+        return self.ledger.claim(self.key, self.footprint.batch_bytes(reserves))
+
+    def settle(self, in_flight: list[int], waiting: bool) -> None:
+        self.ledger.settle(self.key, self.footprint.batch_bytes(in_flight), waiting)
 
     def check_queue(self, queued: list[int], reserve: int, running: int) -> None:
-        """503 when the requests already waiting fill the KV budget on their own."""
-        if queued and not self.fits([*queued, reserve]):
+        """503 when the requests already waiting fill the KV room on their own."""
+        room = self.ledger.room(self.key)
+        if queued and self.footprint.batch_bytes([*queued, reserve]) > room:
             raise MemoryBusyError(
                 f"the server's memory budget is taken: {len(queued)} queued and {running} running requests "
-                f"reserve its {gib(self.kv_bytes)} for KV", retry_after_s=max(1, len(queued)),
+                f"reserve the {gib(max(room, 0))} its models leave for KV", retry_after_s=max(1, len(queued)),
                 hint="retry later, or send a smaller max_tokens")
 
 
@@ -142,12 +263,23 @@ def gib(n: int) -> str:
 
 def setup(engine: Any) -> None:
     """Once the engine's models are loaded: its KV budget (``engine.memory``), the scheduler's
-    check against it, and its share of the wired limit (Metal only: engine/wired.py)."""
+    checks against it, and its share of the wired limit (Metal only: engine/wired.py)."""
     from mlxctl.engine import wired
 
     engine.memory = kv_budget(engine)
-    engine.scheduler.fits = engine.memory.fits if engine.memory is not None else None
+    scheduler = engine.scheduler
+    scheduler.fits = engine.memory.fits if engine.memory is not None else None
+    scheduler.settle = engine.memory.settle if engine.memory is not None else None
     wired.hold(id(engine), lambda: wired_need(engine))
+
+
+def leave(engine: Any) -> None:
+    """The engine unloads (sleep or stop): what it held goes back to the others."""
+    from mlxctl.engine.wired import release
+
+    if engine.memory is not None:
+        engine.memory.ledger.leave(engine.memory.key)
+    release(id(engine))
 
 
 def queued(engine: Any, exclude: Any = None) -> list[Any]:
@@ -174,8 +306,10 @@ def status(engine: Any) -> dict | None:
     reserved = budget.footprint.batch_bytes([r.reserve for r in (*scheduler.running, *scheduler.prefilling)])
     with engine._unseen_lock:
         waiting = [r.reserve for r in queued(engine)]
-    return {"budget_bytes": budget.total, **{f"{k.replace(' ', '_')}_bytes": v for k, v in budget.held.items()},
-            "kv_budget_bytes": budget.kv_bytes, "kv_reserved_bytes": reserved,
+    return {"budget_bytes": budget.total,
+            **{f"{k.replace(' ', '_')}_bytes": v for k, v in budget.held_all().items()},
+            "kv_budget_bytes": budget.kv_bytes, "kv_room_bytes": budget.ledger.room(budget.key),
+            "kv_reserved_bytes": reserved,
             "kv_queued_bytes": budget.footprint.batch_bytes(waiting),
             "kv_bytes_per_token": budget.footprint.per_token, "longest_sequence": budget.longest}
 
@@ -191,6 +325,8 @@ def kv_budget(engine: Any) -> KVBudget | None:
     total = engine.config.memory_budget_bytes
     if not total:
         return None
+    ledger = engine.config.memory_ledger or MemoryLedger(total)  # serve's, shared by its engines
+    key = id(engine)
     loaded = engine.model
     towers = getattr(getattr(loaded, "vision", None), "towers", None)
     draft = getattr(engine, "draft", None)
@@ -198,21 +334,23 @@ def kv_budget(engine: Any) -> KVBudget | None:
                            if m is not None)}
     if engine.prefix.enabled:
         if not engine.config.prefix.max_bytes:  # no --prefix-cache-gb: a quarter of what the weights leave
-            engine.prefix.cache.max_bytes = min(engine.prefix.cache.max_bytes, max(0, total - held["weights"]) // 4)
+            free = ledger.total - ledger.used() - held["weights"]
+            engine.prefix.cache.max_bytes = min(engine.prefix.cache.max_bytes, max(0, free) // 4)
         held["prefix cache"] = engine.prefix.cache.max_bytes
-    budget = KVBudget(total, held, KVFootprint.of(loaded.model, engine.runner.kv), loaded.context_length)
+    budget = KVBudget(ledger, key, held, KVFootprint.of(loaded.model, engine.runner.kv), loaded.context_length)
+    ledger.join(key, sum(held.values()), lambda: engine.nudge(), pinned=engine.config.memory_pinned)
     logging.getLogger("mlxctl.engine").info("%s", budget.describe())
     return budget
 
 
 def wired_need(engine: Any) -> int:
-    """What an engine asks Metal to keep wired: its whole budget under ``--memory-budget-gb``,
-    else its weights, the prefix cache's cap and the KV of ``max_num_seqs`` full contexts (the
+    """What an engine asks Metal to keep wired: under ``--memory-budget-gb`` its weights and
+    prefix cache (with the ledger's share, the KV room, the whole budget), else its weights, the prefix cache's cap and the KV of ``max_num_seqs`` full contexts (the
     wired limit then stops at the recommended working set: engine/wired.py)."""
     from mlxctl.engine.wired import model_bytes
 
-    if engine.memory is not None:
-        return engine.memory.total
+    if engine.memory is not None:  # its holdings; the ledger wires the KV room (MemoryLedger._wire)
+        return sum(engine.memory.held.values())
     loaded = engine.model
     prefix = engine.prefix.cache.max_bytes if engine.prefix.enabled else 0
     kv = KVFootprint.of(loaded.model, engine.runner.kv)

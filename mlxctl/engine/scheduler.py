@@ -201,6 +201,9 @@ class Scheduler:
         self.pace = PrefillPace((cfg.prefill_step_ms or 0) / 1000)  # the engine sets it once resolved
         self.fits: Callable[[list[int]], bool] | None = None  # the memory budget's check, when there is one
         self.queued_work: list[Request] = []  # the waiting requests, replaced whole (read by any thread)
+        # the memory budget's record of what the requests in flight hold, after one leaves
+        self.settle: Callable[[list[int], bool], None] | None = None
+        self.stalled = False  # nothing in flight and the queue's head waits on other engines' memory
 
     def add(self, req: Request) -> None:
         self.waiting.append(req)
@@ -216,6 +219,7 @@ class Scheduler:
             req.status = RequestStatus.PREFILLING
             self.prefilling.append(req)
         self._note()
+        self.stalled = bool(self.waiting) and not self.prefilling and not self.running
         budget = step_budget(self.cfg, len(self.running), self.pace)
         wave = RIDE_CHUNKS * prefill_budget(self.cfg.prefill_chunk, len(self.running))
         return StepPlan(prefill=plan_prefill(self.prefilling, budget, wave), decode=list(self.running))
@@ -234,6 +238,7 @@ class Scheduler:
         req.status = RequestStatus.WAITING
         self.waiting.appendleft(req)
         self._note()
+        self._settle()
 
     def finish(self, req: Request) -> None:
         self.one_at_a_time.discard(req.id)
@@ -244,6 +249,11 @@ class Scheduler:
             self.waiting.remove(req)
             self._note()
         req.status = RequestStatus.FINISHED
+        self._settle()
+
+    def _settle(self) -> None:
+        if self.settle is not None:
+            self.settle([r.reserve for r in (*self.prefilling, *self.running)], bool(self.waiting))
 
     def find(self, request_id: str) -> Request | None:
         for req in (*self.waiting, *self.prefilling, *self.running):

@@ -28,13 +28,13 @@ def sleep(engine: Any) -> bool:
             return False
     import mlx.core as mx
 
-    from mlxctl.engine.wired import release
+    from mlxctl.engine import memory
 
     try:
         engine.prefix.close()  # memory blocks go to the disk tier, if there is one
     except Exception:  # noqa: BLE001 - a cache that cannot be saved must not keep the memory
         log.exception("could not save the prefix cache")
-    release(id(engine))
+    memory.leave(engine)
     engine.model = _husk(engine.model)
     engine.runner = engine.prompts = engine.prefix = engine.draft = None
     engine.memory = None

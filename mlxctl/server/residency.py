@@ -106,6 +106,7 @@ class ModelPool:
         self.unconfigured = unconfigured  # None: a name that is not configured is not served
         self.models: dict[str, Resident] = {}
         self.outside: Callable[[], int] = lambda: 0  # weights held outside the pool: a pinned primary's
+        self.ledger: Any = None  # --memory-budget-gb's, shared by every engine (engine/memory.py)
 
     def add(self, name: str, ref: str, make_engine: Callable[[], Any], *, pinned: bool = False,
             engine: Any = None, keep_alive_s: Any = _KEEP,
@@ -161,6 +162,7 @@ class ModelPool:
         if keep_alive is not None:
             resident.keep_alive_s = parse_keep_alive(keep_alive)
         resident.leases += 1
+        self.watch_memory()
         try:
             await self.load(name)
         except BaseException:
@@ -208,27 +210,43 @@ class ModelPool:
     async def make_room(self, resident: Resident, need: int) -> list[str]:
         """Unload least recently used idle models until ``need`` more bytes fit the budget; an
         ApiError (507, or 503 while models in use hold the room) when they cannot."""
-        if not self.budget_bytes:
+        if not self.budget_bytes and self.ledger is None:
             return []
-        if need > self.budget_bytes:
+        if self.budget_bytes and need > self.budget_bytes:
             raise ApiError(507, f"model '{resident.name}' needs about {_gb(need)} of weights, more than the "
                                 f"whole --max-loaded-gb budget ({_gb(self.budget_bytes)})", code="model_too_large")
-        if (primary := self.outside()) and need + primary > self.budget_bytes:
+        if self.budget_bytes and (primary := self.outside()) and need + primary > self.budget_bytes:
             raise ApiError(507, f"model '{resident.name}' needs about {_gb(need)} of weights and the pinned primary "
                                 f"model holds {_gb(primary)} of the --max-loaded-gb budget ({_gb(self.budget_bytes)})",
                            code="model_budget_full")
+        ledger = self.ledger
+        if ledger is not None and need + (fixed := ledger.fixed_besides(0)) > ledger.total:
+            raise ApiError(507, f"model '{resident.name}' needs about {_gb(need)} of weights and the pinned models hold "
+                                f"{_gb(fixed)} of the --memory-budget-gb budget ({_gb(ledger.total)})",
+                           code="model_budget_full")
         evicted: list[str] = []
-        while self._committed(resident) + need > self.budget_bytes:
+        while (flag := self._over(resident, need)) is not None:
             idle = [r for r in self.models.values()
                     if r.state == "ready" and not r.leases and not r.pinned and r is not resident]
             if not idle:
-                raise self._no_room(resident, need)
+                raise self._no_room(resident, need, flag)
             victim = min(idle, key=lambda r: r.last_used)
             if not await self.unload(victim.name):  # cannot happen: it was idle just now
-                raise self._no_room(resident, need)
+                raise self._no_room(resident, need, flag)
             evicted.append(victim.name)
             log.info("model %s unloaded to make room for %s", victim.name, resident.name)
         return evicted
+
+    def _over(self, resident: Resident, need: int) -> str | None:
+        """The budget ``need`` more bytes would overflow ("--max-loaded-gb": weights;
+        "--memory-budget-gb": weights, prefix caches and the KV of requests in flight), or None."""
+        if self.budget_bytes and self._committed(resident) + need > self.budget_bytes:
+            return "--max-loaded-gb"
+        if self.ledger is not None:
+            loading = sum(r.reserved for r in self.models.values() if r is not resident and r.state == "loading")
+            if self.ledger.used() + loading + need > self.ledger.total:
+                return "--memory-budget-gb"
+        return None
 
     def _committed(self, resident: Resident | None = None) -> int:
         """Bytes of weights loaded (the pinned primary's too), and held for models loading,
@@ -236,17 +254,19 @@ class ModelPool:
         return self.outside() + sum(r.nbytes if r.state == "ready" else r.reserved
                                     for r in self.models.values() if r is not resident and r.state in ("ready", "loading"))
 
-    def _no_room(self, resident: Resident, need: int) -> ApiError:
+    def _no_room(self, resident: Resident, need: int, flag: str = "--max-loaded-gb") -> ApiError:
         holders = [r for r in self.models.values()
                    if r is not resident and r.state in ("ready", "loading") and (r.nbytes or r.reserved)]
         busy = [r for r in holders if r.leases or r.state == "loading"]
         held = ", ".join([*([f"the primary model {_gb(primary)} (pinned)"] if (primary := self.outside()) else []),
                           *(f"'{r.name}' {_gb(r.nbytes or r.reserved)} ({_why_held(r)})" for r in holders)])
-        message = (f"model '{resident.name}' needs about {_gb(need)} of weights and the --max-loaded-gb budget "
-                   f"({_gb(self.budget_bytes)}) is held by models that cannot be unloaded now: {held}")
-        if busy:  # leases end and loads finish: worth retrying
+        total = self.budget_bytes if flag == "--max-loaded-gb" else self.ledger.total
+        message = (f"model '{resident.name}' needs about {_gb(need)} of weights and the {flag} budget "
+                   f"({_gb(total)}) is held by models that cannot be unloaded now: {held or 'requests in flight'}")
+        if busy or flag == "--memory-budget-gb" and self.ledger.claimed():
+            # leases end, loads finish and requests give their KV back: worth retrying
             return ApiError(503, message, code="model_budget_busy", headers={"Retry-After": "5"})
-        return ApiError(507, message + "; unpin one or raise --max-loaded-gb", code="model_budget_full")
+        return ApiError(507, message + f"; unpin one or raise {flag}", code="model_budget_full")
 
     async def unload(self, name: str, *, force: bool = False) -> bool:
         """Unload a model no request holds (pinned ones only with ``force``); False if it could not."""
@@ -285,6 +305,36 @@ class ModelPool:
                     and now - r.last_used >= r.keep_alive_s and await self.unload(r.name)):
                 gone.append(r.name)
         return gone
+
+    def watch_memory(self) -> None:
+        """Under ``--memory-budget-gb``: when an engine's next request finds no KV room, an idle
+        model is unloaded for it (``reclaim``, on this loop; one pending at a time)."""
+        if self.ledger is None or self.ledger.on_starved is not None:
+            return
+        loop, pending = asyncio.get_running_loop(), []
+
+        def run() -> None:
+            task = asyncio.ensure_future(self.reclaim())
+            task.add_done_callback(lambda t: (pending.clear(), t.cancelled() or t.exception()))
+
+        def starved() -> None:  # on an engine thread
+            if not pending:
+                pending.append(True)
+                loop.call_soon_threadsafe(run)
+
+        self.ledger.on_starved = starved
+
+    async def reclaim(self) -> str | None:
+        """An engine's next request waits for memory (``--memory-budget-gb``): unload the least
+        recently used idle model, one a call (the engine looks again once it is gone, and calls
+        again if it still finds no room)."""
+        if self.ledger is None or self.ledger.shortfall() <= 0:
+            return None
+        idle = [r for r in self.models.values() if r.state == "ready" and not r.leases and not r.pinned]
+        if idle and await self.unload((victim := min(idle, key=lambda r: r.last_used)).name):
+            log.info("model %s unloaded: a request waits for memory", victim.name)
+            return victim.name
+        return None
 
     async def reaper(self, every_s: float = 1.0) -> None:
         while True:

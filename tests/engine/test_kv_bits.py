@@ -13,7 +13,7 @@ from mlxctl.engine.engine import Engine, EngineConfig
 from mlxctl.engine.kv.quantized import BatchQuantizedKV, QuantizedKV, make_cache
 from mlxctl.engine.kv_config import KVQuant
 from mlxctl.engine.limits import with_context_cap
-from mlxctl.engine.memory import KVBudget, KVFootprint
+from mlxctl.engine.memory import KVBudget, MemoryLedger, KVFootprint
 from mlxctl.engine.prefix_config import PrefixConfig
 from mlxctl.engine.sampling import SamplingParams
 from mlxctl.engine.scheduler import SchedulerConfig, admit
@@ -145,7 +145,9 @@ def test_batch_caches_merge_filter_and_extract_row_for_row():
 def budget_for(tokens: int, context: int = 4096) -> KVBudget:
     """A budget whose KV room is one sequence of ``tokens`` positions."""
     fp = KVFootprint(per_token=1000)
-    return KVBudget(fp.bytes_for(tokens) + 5000, {"weights": 5000}, fp, context)
+    ledger = MemoryLedger(fp.bytes_for(tokens) + 5000)
+    ledger.join(1, 5000, lambda: None)
+    return KVBudget(ledger, 1, {"weights": 5000}, fp, context)
 
 
 def test_a_request_that_can_never_fit_is_refused_and_a_default_is_given_what_fits():
