@@ -102,10 +102,15 @@ def _resolved(model_ref: str | None, progress: Progress | None, group: Any):
 
 def _adapted(loaded, moe_top_k: int | None, progress: Progress | None):
     """The loaded model made ready for the engine: quantized layers fold a batch's rows into
-    one matmul (models/quantized_rows.py), and ``--moe-top-k`` routes to fewer experts."""
+    one matmul (models/quantized_rows.py), short multi-token passes on CUDA attend without a
+    kernel built per key length (models/short_attention.py), and ``--moe-top-k`` routes to
+    fewer experts."""
+    from mlxctl.engine.wired import backend
+    from mlxctl.models import short_attention
     from mlxctl.models.quantized_rows import fold_quantized_rows
 
     fold_quantized_rows(loaded.model)
+    short_attention.install(backend())
     if moe_top_k is not None:
         from mlxctl.models.moe import set_moe_top_k
 

@@ -28,6 +28,9 @@ build() { if [ "$1" = old ]; then echo "$(realpath "$OLD"):$BASE"; else echo "$P
 # `serve` mode ran both daemons from here: both were this build)
 daemon() { local b=$1; shift; (cd "$([ "$b" = old ] && realpath "$OLD" || echo "$PWD")" &&
   PYTHONPATH=$(build "$b") exec $PY -m mlxctl serve "$@"); }
+# the daemons run under nested subshells: killing the job leaves python behind (before
+# 2026-12-06 the pair's daemons outlived it and held the GPU's memory for later runs)
+stop_daemons() { pkill -f "mlxctl serve" 2>/dev/null; while pgrep -f "mlxctl serve" >/dev/null; do sleep 1; done; }
 engine() {
   PYTHONPATH=$(build "$1") timeout 280 $PY scripts/bench_engine.py --model "$MODEL" --dtype native \
     --prompt-tokens 512 --max-tokens 128 --concurrency "${CONC:-8,64,256}" --reps "$REPS" --json \
@@ -42,7 +45,7 @@ serve() {
     timeout 200 $PY -m mlxctl bench-serve --url http://127.0.0.1:8080 -m llama1b --prompt-tokens 512 \
       --output-tokens 128 -c $c -n $c --repeats "$REPS" --json > "$OUT/serve_$1_$2_c$c.json"
   done
-  kill $pid; wait $pid 2>/dev/null
+  stop_daemons
 }
 # both builds' daemons up at once (ports 8080 old, 8082 new), interleaved per repetition by one
 # bench-serve, with each daemon's event-loop thread CPU time over the whole pair of runs
@@ -62,7 +65,7 @@ pair() {
       --prompt-tokens 512 --output-tokens 128 -c "$c" -n "$c" --repeats "$REPS" --json > "$OUT/pair_c$c.json"
     loop_ticks > "$OUT/loop_ticks_c${c}_after.txt"
   done
-  kill $(jobs -p) 2>/dev/null; wait
+  stop_daemons; wait
 }
 [ "${1:-}" = pair ] && { pair; ls -la "$OUT"; exit; }
 for r in $(seq "$ROUNDS"); do

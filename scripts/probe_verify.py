@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """What a verify pass of k tokens costs against a one-token step, on one model (issue 19).
 
-  python scripts/probe_verify.py --model PATH [--prompt-tokens 512] [--widths 1,2,4,8,9,16,17] [--steps 24]
+  python scripts/probe_verify.py --model PATH [--prompt-tokens 512] [--widths 1,2,4,8,9,16,17] [--steps 24] [--unfused]
 
 For each width k, after a --prompt-tokens prefill into mlx-lm's own cache: (a) "fixed": k tokens
 forward at the same cache length, trimmed back after each pass; (b) "growing": k tokens forward
@@ -15,7 +15,9 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import mlx.core as mx
 from mlx_lm.models.cache import make_prompt_cache
@@ -34,8 +36,15 @@ def main() -> None:
     p.add_argument("--prompt-tokens", type=int, default=512)
     p.add_argument("--widths", default="1,2,4,8,9,16,17")
     p.add_argument("--steps", type=int, default=24)
+    p.add_argument("--unfused", action="store_true",
+                   help="short passes through mlxctl's unfused attention (models/short_attention.py), as the engine does on CUDA")
     args = p.parse_args()
-    model, _ = load_model(__import__("pathlib").Path(args.model))
+    if args.unfused:
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+        from mlxctl.models import short_attention
+
+        short_attention.install("cuda")
+    model, _ = load_model(Path(args.model))
     vocab = model.args.vocab_size
     out = {}
     for k in (int(w) for w in args.widths.split(",")):

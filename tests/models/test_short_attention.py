@@ -1,0 +1,57 @@
+"""models/short_attention.py: the unfused attention that short multi-token passes take on CUDA
+computes what MLX's fused call does, for every mask form the models hand it; where it is used."""
+
+from __future__ import annotations
+
+import mlx.core as mx
+import pytest
+
+from mlxctl.models import short_attention
+from mlxctl.models.short_attention import unfused_attention, wants_unfused
+
+
+def qkv(queries: int, keys: int, heads: int = 8, kv_heads: int = 2, dim: int = 32, batch: int = 2):
+    mx.random.seed(queries * 100 + keys)
+    return (mx.random.normal((batch, heads, queries, dim)), mx.random.normal((batch, kv_heads, keys, dim)),
+            mx.random.normal((batch, kv_heads, keys, dim)))
+
+
+@pytest.mark.parametrize("queries,keys", [(1, 7), (9, 9), (9, 40), (17, 300)])
+def test_causal_and_no_mask_match_the_fused_call(queries, keys):
+    q, k, v = qkv(queries, keys)
+    for mask in ("causal", None):
+        want = short_attention._FUSED(q, k, v, scale=0.125, mask=mask)
+        assert mx.allclose(unfused_attention(q, k, v, 0.125, mask), want, atol=1e-5).item()
+
+
+def test_boolean_and_additive_array_masks_per_row_and_per_head_match_the_fused_call():
+    q, k, v = qkv(9, 40, heads=6, kv_heads=3)
+    left = mx.arange(40)[None, None, None, :] >= mx.array([0, 5])[:, None, None, None]  # left padding per row
+    causal = mx.arange(31, 40)[:, None] >= mx.arange(40)[None]
+    per_row = left & causal  # (2, 1, 9, 40)
+    per_head = mx.broadcast_to(per_row, (2, 6, 9, 40)) & (mx.arange(6) != 2)[None, :, None, None] | \
+        (mx.arange(40) == 0)[None, None, None, :]
+    additive = mx.where(per_row, 0.0, -1e9)
+    for mask in (per_row, per_head, additive, causal):
+        want = short_attention._FUSED(q, k, v, scale=0.2, mask=mask)
+        assert mx.allclose(unfused_attention(q, k, v, 0.2, mask), want, atol=1e-5).item()
+
+
+def test_only_short_multi_query_passes_without_sinks_take_it_and_only_on_cuda():
+    assert [wants_unfused(n, None) for n in (1, 2, 9, 32, 33, 512)] == [False, True, True, True, False, False]
+    assert not wants_unfused(9, mx.zeros((8,)))  # attention sinks (gpt-oss): the fused call
+    before = mx.fast.scaled_dot_product_attention
+    assert not short_attention.install("cpu") and not short_attention.install("metal")
+    assert mx.fast.scaled_dot_product_attention is before
+
+
+def test_installed_on_cuda_the_call_routes_short_passes_and_keeps_the_rest(monkeypatch):
+    monkeypatch.setattr(mx.fast, "scaled_dot_product_attention", short_attention._FUSED)
+    seen = []
+    monkeypatch.setattr(short_attention, "unfused_attention",
+                        lambda *a: seen.append(a[0].shape[2]) or short_attention._FUSED(*a[:3], scale=a[3], mask=a[4]))
+    assert short_attention.install("cuda")
+    for queries in (1, 9, 64):
+        q, k, v = qkv(queries, 80)
+        mx.fast.scaled_dot_product_attention(q, k, v, scale=0.1, mask="causal" if queries > 1 else None)
+    assert seen == [9]
