@@ -1,0 +1,115 @@
+#!/usr/bin/env python3
+"""What undoing a rejected draft costs: trimming (attention caches) against restoring and replaying
+(recurrent state), in the engine, one request (issue 19).
+
+  python scripts/bench_replay.py [--hidden 512] [--layers 8] [--max-tokens 96] [--draft 4] [--reps 3]
+
+Two random-weight models of the same size: a llama (every layer attention: a rejected draft is
+cut off the cache) and a Qwen3.5-style hybrid (linear-attention layers with recurrent state and a
+full-attention layer every fourth: the state is restored and the kept tokens run again). For each,
+greedy decoding without speculation, then with drafts taken from that plain reply: all right
+("right": nothing to undo), and with the third token of every draft wrong ("wrong": two kept,
+the rest undone each step). The drafts are fed to the engine's ngram proposer, so everything
+else is the product's path. Prints decode tok/s per round (interleaved), the medians, and the
+replies' agreement with the plain one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+VOCAB = 4096
+
+
+def configs(hidden: int, layers: int) -> dict:
+    heads, dim = max(2, hidden // 64), 64
+    return {
+        "llama": dict(model_type="llama", hidden_size=hidden, num_hidden_layers=layers, intermediate_size=2 * hidden,
+                      num_attention_heads=heads, num_key_value_heads=max(1, heads // 4), rms_norm_eps=1e-5,
+                      vocab_size=VOCAB, tie_word_embeddings=True, max_position_embeddings=4096),
+        "qwen3_5": dict(model_type="qwen3_5", text_config=dict(
+            model_type="qwen3_5_text", hidden_size=hidden, intermediate_size=2 * hidden, num_hidden_layers=layers,
+            num_attention_heads=heads, num_key_value_heads=max(1, heads // 4), head_dim=dim, vocab_size=VOCAB,
+            linear_num_value_heads=heads, linear_num_key_heads=max(1, heads // 2), linear_key_head_dim=dim,
+            linear_value_head_dim=dim, linear_conv_kernel_dim=4, full_attention_interval=4,
+            max_position_embeddings=4096, tie_word_embeddings=True)),
+    }
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--hidden", type=int, default=512)
+    p.add_argument("--layers", type=int, default=8)
+    p.add_argument("--max-tokens", type=int, default=96)
+    p.add_argument("--draft", type=int, default=4)
+    p.add_argument("--reps", type=int, default=3)
+    args = p.parse_args()
+
+    from mlxctl.engine import speculative
+    from mlxctl.engine.engine import Engine, EngineConfig
+    from mlxctl.engine.prefix_config import PrefixConfig
+    from mlxctl.engine.sampling import SamplingParams
+    from mlxctl.engine.speculative import SpeculationConfig
+    from mlxctl.models.dummy import build_model
+    from tests.engine.tiny import TinyModel
+
+    prompt = [(7 * i) % 97 + 3 for i in range(64)]
+    params = SamplingParams(temperature=0, max_tokens=args.max_tokens)
+    plain_reply: list[int] = []
+    wrong = [False]
+
+    def propose(self, history, k):  # the plain reply's next tokens; the third one wrong if asked
+        draft = list(plain_reply[len(history) - len(prompt):][:k])
+        if wrong[0] and len(draft) >= 3:
+            draft[2] = (draft[2] + 1) % VOCAB
+        return draft
+
+    speculative.NgramProposer.propose = propose
+    off = EngineConfig(prefix=PrefixConfig(enabled=False))
+    on = EngineConfig(prefix=PrefixConfig(enabled=False), speculation=SpeculationConfig(
+        "ngram", args.draft, max_rows=1, measured=False))
+    result = {}
+    for arch, config in configs(args.hidden, args.layers).items():
+        def load(config=config):  # on the engine's thread (its stream), the same seed for both engines
+            return TinyModel(model=build_model(config), vocab_size=VOCAB, context_length=4096)
+
+        engines = {"off": Engine(load, off).start(), "spec": Engine(load, on).start()}
+        plain_reply[:] = list(engines["off"].submit(prompt, params).collect().token_ids)
+        for name in ("spec",):  # warm-up, both draft kinds
+            for w in (False, True):
+                wrong[0] = w
+                engines[name].submit(prompt, params).collect()
+        rates = {"off": [], "right": [], "wrong": []}
+        same = {"right": True, "wrong": True}
+        steps = {}
+        for _ in range(args.reps):
+            for label, engine, w in (("off", engines["off"], False), ("right", engines["spec"], False),
+                                     ("wrong", engines["spec"], True)):
+                wrong[0] = w
+                before = engine.stats()["speculative"] if label != "off" else None
+                done = engine.submit(prompt, params).collect()
+                rates[label].append(round(done.timings.decode_tps, 1))
+                if label != "off":
+                    same[label] &= list(done.token_ids) == plain_reply
+                    after = engine.stats()["speculative"]
+                    steps[label] = {k: after[k] - before[k] for k in ("draft_tokens", "accepted_tokens")}
+        for engine in engines.values():
+            engine.shutdown()
+        med = {k: statistics.median(v) for k, v in rates.items()}
+        result[arch] = {"tok_s": rates, "median": med, "right_vs_off": round(med["right"] / med["off"], 2),
+                        "wrong_vs_off": round(med["wrong"] / med["off"], 2),
+                        "wrong_vs_right": round(med["wrong"] / med["right"], 2), "same_reply": same,
+                        "last_round_counts": steps}
+        print(arch, json.dumps(result[arch]), flush=True)
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
