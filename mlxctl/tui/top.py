@@ -326,4 +326,10 @@ def memory_text(status: dict) -> Text:
         f"KV     {fmt.size(engine.get('kv_bytes', 0)):>10} (running requests)",
         f"limit  {fmt.size(limit):>10}",
     ]
+    budget = engine.get("memory")  # serve --memory-budget-gb: what the requests reserve of it
+    if budget:
+        reserved, room = budget.get("kv_reserved_bytes", 0), budget.get("kv_budget_bytes", 0)
+        lines += [f"budget {fmt.size(budget.get('budget_bytes', 0)):>10} (KV {fmt.size(room)}, "
+                  f"{fmt.size(budget.get('kv_queued_bytes', 0))} queued)",
+                  f"KV res {fmt.size(reserved):>10} {fmt.bar(reserved, room, 16)} {fmt.percent(reserved, room)}"]
     return Text("\n".join(lines))

@@ -215,3 +215,24 @@ def test_bad_memory_flags_are_refused_before_a_model_is_looked_for(flags, messag
     assert r.returncode == ExitStatus.BAD_INPUT and "Traceback" not in r.stderr, r.stderr
     first, *rest = r.stderr.splitlines()
     assert first.startswith(f"mlxctl: error: {message}") and all(line.startswith("hint: ") for line in rest), r.stderr
+
+
+def test_top_shows_the_budget_and_what_requests_reserve_of_it(budget):
+    """`mlxctl top`'s memory panel, fed the daemon's own /v1/status: the budget's lines appear with
+    what a running request reserves of the KV room."""
+    from mlxctl.tui.top import memory_text
+
+    url, engine, steps, total = budget
+    steps.hold_next(lambda: bool(engine.scheduler.running))
+    with httpx.Client(timeout=BACKSTOP_S) as http:
+        import threading
+
+        done = threading.Thread(target=lambda: http.post(f"{url}/v1/chat/completions", json=chat(max_tokens=MAX_TOKENS)))
+        done.start()
+        assert steps.held.wait(BACKSTOP_S)
+        text = memory_text(http.get(f"{url}/v1/status").json()).plain
+        steps.hold_next(lambda: False)
+        done.join(BACKSTOP_S)
+    assert "budget" in text and "queued" in text
+    reserved = next(line for line in text.splitlines() if line.startswith("KV res"))
+    assert "0 B" not in reserved and "%" in reserved
