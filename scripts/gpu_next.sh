@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# What the next GPU session measures, in as few calls as the device allows (each under 600 s;
+# after the usual stash and install calls; MLXCTL_HOME=.gpu-home carried). Results in $OUT.
+#   PART=19: issue 19: the verify-pass probe with MLX's fused attention and with mlxctl's
+#            unfused short passes (models/short_attention.py), then speculation on and off at
+#            1 and 4 streams on the Llama-3.2-1B shape (the engine installs the unfused path).
+#   PART=18: issue 18: both builds' daemons interleaved at 64 and 256 streams (gpu_ab.sh pair,
+#            OLD=.old carried), then the in-process table at 64 and 256 on the same machine.
+#   PART=20: issue 20: --kv-bits 8 and 4 against 16-bit KV at 16 and 64 streams (8B 4-bit).
+set -uo pipefail
+OUT=${OUT:-bench-results}; mkdir -p "$OUT"
+PY=${PYTHON:-python3}
+M=/tmp/llama1b
+[ -d "$M" ] || $PY scripts/save_dummy.py --preset llama-3.2-1b --dtype bfloat16 --out "$M" >/dev/null
+case ${PART:-19} in
+19)
+  timeout 60 $PY scripts/probe_verify.py --model "$M" --widths 1,2,9,17 > "$OUT/probe_fused.txt" 2>&1
+  timeout 60 $PY scripts/probe_verify.py --model "$M" --widths 1,2,9,17 --unfused > "$OUT/probe_unfused.txt" 2>&1
+  timeout 200 $PY scripts/bench_engine.py --model "$M" --dtype native --prompt-tokens 512 --max-tokens 128 \
+    --concurrency 4 --reps 2 --variant spec:speculative=ngram --json > "$OUT/spec_engine.json" 2> "$OUT/spec_engine.log" ;;
+18)
+  OUT=$OUT/ab HTTP_CONC=64,256 REPS=3 timeout 280 bash scripts/gpu_ab.sh pair > "$OUT/ab.log" 2>&1
+  OUT=$OUT MODEL=$M CONC=64,256 REPS=2 timeout 250 bash scripts/gpu_table.sh engine > "$OUT/table.log" 2>&1 ;;
+20)
+  OUT=$OUT CONC=16,64 LIMIT=420 timeout 500 bash scripts/gpu_kv_bits.sh > "$OUT/kv.log" 2>&1 ;;
+esac
+ls -la "$OUT"
