@@ -55,3 +55,29 @@ def test_installed_on_cuda_the_call_routes_short_passes_and_keeps_the_rest(monke
         q, k, v = qkv(queries, 80)
         mx.fast.scaled_dot_product_attention(q, k, v, scale=0.1, mask="causal" if queries > 1 else None)
     assert seen == [9]
+
+
+def test_the_engine_decodes_the_same_greedy_tokens_with_it_speculating_or_not(monkeypatch):
+    """As on CUDA (installed here on the CPU): short prompts and verify passes go through the
+    unfused attention; greedy output equals MLX's fused path's, with and without speculation."""
+    from mlxctl.engine.engine import Engine, EngineConfig
+    from mlxctl.engine.sampling import SamplingParams
+    from mlxctl.engine.speculative import SpeculationConfig
+    from tests.engine.tiny import tiny_loaded
+
+    prompt, params = [3, 4, 5, 6, 7] * 5, SamplingParams(temperature=0, max_tokens=40)
+    ngram = EngineConfig(speculation=SpeculationConfig(mode="ngram", num_draft_tokens=6, max_rows=8, measured=False))
+
+    def run(config: EngineConfig):
+        with Engine(lambda: tiny_loaded(), config) as engine:
+            return engine.submit(prompt, params).collect()
+
+    fused = run(EngineConfig()).token_ids
+    monkeypatch.setattr(mx.fast, "scaled_dot_product_attention", short_attention._FUSED)
+    calls = []
+    real = short_attention.unfused_attention
+    monkeypatch.setattr(short_attention, "unfused_attention", lambda *a: calls.append(a[0].shape[2]) or real(*a))
+    assert short_attention.install("cuda")
+    plain, spec = run(EngineConfig()), run(ngram)
+    assert plain.token_ids == fused and spec.token_ids == fused
+    assert spec.timings.accepted_tokens > 0 and 25 in calls and 7 in calls  # the prompt, and 1 + 6-token drafts
