@@ -212,30 +212,38 @@ class ModelPool:
         ApiError (507, or 503 while models in use hold the room) when they cannot."""
         if not self.budget_bytes and self.ledger is None:
             return []
-        if self.budget_bytes and need > self.budget_bytes:
-            raise ApiError(507, f"model '{resident.name}' needs about {_gb(need)} of weights, more than the "
-                                f"whole --max-loaded-gb budget ({_gb(self.budget_bytes)})", code="model_too_large")
-        if self.budget_bytes and (primary := self.outside()) and need + primary > self.budget_bytes:
-            raise ApiError(507, f"model '{resident.name}' needs about {_gb(need)} of weights and the pinned primary "
-                                f"model holds {_gb(primary)} of the --max-loaded-gb budget ({_gb(self.budget_bytes)})",
-                           code="model_budget_full")
-        ledger = self.ledger
-        if ledger is not None and need + (fixed := ledger.fixed_besides(0)) > ledger.total:
-            raise ApiError(507, f"model '{resident.name}' needs about {_gb(need)} of weights and the pinned models hold "
-                                f"{_gb(fixed)} of the --memory-budget-gb budget ({_gb(ledger.total)})",
-                           code="model_budget_full")
+        for flag, total, pinned, holder in self._budgets():
+            if need > total:
+                raise ApiError(507, f"model '{resident.name}' needs about {_gb(need)} of weights, more than the "
+                                    f"whole {flag} budget ({_gb(total)})", code="model_too_large")
+            if need + pinned > total:
+                raise ApiError(507, f"model '{resident.name}' needs about {_gb(need)} of weights and {holder} "
+                                    f"{_gb(pinned)} of the {flag} budget ({_gb(total)})", code="model_budget_full")
         evicted: list[str] = []
         while (flag := self._over(resident, need)) is not None:
-            idle = [r for r in self.models.values()
-                    if r.state == "ready" and not r.leases and not r.pinned and r is not resident]
-            if not idle:
+            if (victim := self._least_used_idle(besides=resident)) is None:
                 raise self._no_room(resident, need, flag)
-            victim = min(idle, key=lambda r: r.last_used)
             if not await self.unload(victim.name):  # cannot happen: it was idle just now
                 raise self._no_room(resident, need, flag)
             evicted.append(victim.name)
             log.info("model %s unloaded to make room for %s", victim.name, resident.name)
         return evicted
+
+    def _budgets(self) -> list[tuple[str, int, int, str]]:
+        """(flag, bytes, what pinned models hold of it, who those are) for each budget set."""
+        shares = []
+        if self.budget_bytes:
+            shares.append(("--max-loaded-gb", self.budget_bytes, self.outside(), "the pinned primary model holds"))
+        if self.ledger is not None:
+            shares.append(("--memory-budget-gb", self.ledger.total, self.ledger.fixed_besides(0),
+                           "the pinned models hold"))
+        return shares
+
+    def _least_used_idle(self, besides: Resident | None = None) -> Resident | None:
+        """The least recently used model that could be unloaded now (ready, unpinned, unleased)."""
+        idle = [r for r in self.models.values()
+                if r.state == "ready" and not r.leases and not r.pinned and r is not besides]
+        return min(idle, key=lambda r: r.last_used) if idle else None
 
     def _over(self, resident: Resident, need: int) -> str | None:
         """The budget ``need`` more bytes would overflow ("--max-loaded-gb": weights;
@@ -288,11 +296,8 @@ class ModelPool:
         """Unload least recently used idle models until the weights fit the budget."""
         evicted = []
         while self.budget_bytes and self.loaded_bytes + self.outside() > self.budget_bytes:
-            idle = [r for r in self.models.values()
-                    if r.state == "ready" and not r.leases and not r.pinned and r is not keep]
-            if not idle:
+            if (victim := self._least_used_idle(besides=keep)) is None:
                 break
-            victim = min(idle, key=lambda r: r.last_used)
             if await self.unload(victim.name):
                 evicted.append(victim.name)
         return evicted
@@ -330,8 +335,7 @@ class ModelPool:
         again if it still finds no room)."""
         if self.ledger is None or self.ledger.shortfall() <= 0:
             return None
-        idle = [r for r in self.models.values() if r.state == "ready" and not r.leases and not r.pinned]
-        if idle and await self.unload((victim := min(idle, key=lambda r: r.last_used)).name):
+        if (victim := self._least_used_idle()) is not None and await self.unload(victim.name):
             log.info("model %s unloaded: a request waits for memory", victim.name)
             return victim.name
         return None
