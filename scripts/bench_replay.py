@@ -42,6 +42,13 @@ def configs(hidden: int, layers: int) -> dict:
     }
 
 
+class Letters:
+    """Token i decodes to one letter: all the engine's detokenizer needs of random weights."""
+
+    def decode(self, ids: list[int], skip_special_tokens: bool = True) -> str:
+        return "".join(chr(ord("a") + i % 26) for i in ids)
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--hidden", type=int, default=512)
@@ -50,6 +57,8 @@ def main() -> int:
     p.add_argument("--draft", type=int, default=4)
     p.add_argument("--reps", type=int, default=3)
     args = p.parse_args()
+    if args.layers < 4:
+        p.error("--layers must be at least 4: the hybrid model has one attention layer in four")
 
     from mlxctl.engine import speculative
     from mlxctl.engine.engine import Engine, EngineConfig
@@ -57,7 +66,7 @@ def main() -> int:
     from mlxctl.engine.sampling import SamplingParams
     from mlxctl.engine.speculative import SpeculationConfig
     from mlxctl.models.dummy import build_model
-    from tests.engine.tiny import TinyModel
+    from mlxctl.models.loader import LoadedModel
 
     prompt = [(7 * i) % 97 + 3 for i in range(64)]
     params = SamplingParams(temperature=0, max_tokens=args.max_tokens)
@@ -76,8 +85,8 @@ def main() -> int:
         "ngram", args.draft, max_rows=1, measured=False))
     result = {}
     for arch, config in configs(args.hidden, args.layers).items():
-        def load(config=config):  # on the engine's thread (its stream), the same seed for both engines
-            return TinyModel(model=build_model(config), vocab_size=VOCAB, context_length=4096)
+        def load(config=config, arch=arch):  # on the engine's thread (its stream), the same seed for both engines
+            return LoadedModel(build_model(config), Letters(), config, 4096, set(), arch)
 
         engines = {"off": Engine(load, off).start(), "spec": Engine(load, on).start()}
         plain_reply[:] = list(engines["off"].submit(prompt, params).collect().token_ids)
