@@ -18,14 +18,13 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from mlxctl.engine import memory, sleep, speculative_step
+from mlxctl.engine import memory, recovery, sleep, speculative_step
 from mlxctl.engine.batch import DecodeBatch
 from mlxctl.engine.events import FinishEvent, FinishReason, TokenLogprob
 from mlxctl.engine.limits import check_prompt, with_context_cap
 from mlxctl.engine.kv_config import KVQuant
 from mlxctl.engine.prefill import Joiner, PromptWork
 from mlxctl.engine.prefix_config import PrefixConfig
-from mlxctl.engine.recovery import blame, why_not_resumed
 from mlxctl.engine.request import Request, RequestStatus
 from mlxctl.engine.sampling import SamplingParams
 from mlxctl.engine.scheduler import Scheduler, SchedulerConfig, resolve_auto
@@ -330,59 +329,7 @@ class Engine:
             if self.scheduler.one_at_a_time:  # suspects that just got through a step are cleared
                 self.scheduler.one_at_a_time -= {r.id for r in (*self.scheduler.prefilling, *self.scheduler.running)}
         except Exception as exc:  # a failed step never takes the engine down
-            self._recover(exc)
-
-    def _recover(self, error: Exception) -> None:
-        """After a failed step (out of memory, a bad kernel, an injected fault): drop the KV of
-        everything in flight, free MLX's buffers (and, when it fails again, the prefix cache's
-        free blocks), back off, and put every request back at the head of the queue with a
-        checkpoint (its prompt plus the tokens already sent), so its stream goes on where it
-        stood. A request blamed for more than ``max_retries`` failed steps (see
-        ``engine.recovery``: the others in flight are retried one suspect at a time), or whose
-        state cannot be rebuilt (structured output), ends with the error."""
-        import mlx.core as mx
-
-        self._failures += 1
-        in_flight = [*self.scheduler.prefilling, *self.scheduler.running]
-        blamed = {r.id for r in blame(in_flight, self.scheduler.one_at_a_time)}
-        log.warning("engine step failed (%d in a row, %d requests in flight): %s: %s", self._failures,
-                    len(in_flight), type(error).__name__, error)
-        self.batch = DecodeBatch()
-        self.prompts.drop_held()  # their KV may come from the failed step
-        for req in in_flight:
-            req.cache = None
-        mx.clear_cache()
-        if self._failures > 1 and self.prefix.enabled:
-            self.prefix.clear()
-        for req in reversed(in_flight):
-            req.attempts += req.id in blamed
-            if req.aborted:
-                self._finish(req, FinishReason.ABORT)
-            elif (why := why_not_resumed(req, self.config.max_retries)) is not None:
-                if req.id in blamed:
-                    self._failures = 0  # the cause is out: the next failure starts a new count
-                self._finish(req, FinishReason.ERROR, EngineError(f"generation failed {why}: "
-                                                                   f"{type(error).__name__}: {error}"))
-            else:
-                self._preempt(req)
-        if self._failures > self.config.max_retries + 1:  # no step gets through: give up on the queue too
-            for req in list(self.scheduler.waiting):
-                self._finish(req, FinishReason.ERROR, EngineError(
-                    f"generation failed after {self._failures} failed engine steps in a row: "
-                    f"{type(error).__name__}: {error}"))
-        self._failures_total += 1
-        time.sleep(min(5.0, self.config.retry_backoff_s * 2 ** (self._failures - 1)))
-
-    def _preempt(self, req: Request) -> None:
-        from mlxctl.engine.sampling import TokenSampler
-
-        self.prefix.forget(req)
-        self.scheduler.preempt(req)
-        req.num_prefilled = 0
-        req.resume = req.prompt_tokens + req.generated
-        req.sampler = TokenSampler.resumed(req.sampler, req.prompt_tokens, req.generated)
-        self.prefix.attach(req)
-        self._preemptions += 1
+            recovery.recover(self, exc)
 
     def step(self) -> None:
         with delivered_together():  # a server's event loop wakes once for the step's events
