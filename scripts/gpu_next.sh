@@ -3,7 +3,8 @@
 # after the usual stash and install calls; MLXCTL_HOME=.gpu-home carried). Results in $OUT.
 #   PART=19: issue 19: the verify-pass probe with MLX's fused attention and with mlxctl's
 #            unfused short passes (models/short_attention.py), then speculation on and off at
-#            1 and 4 streams on the Llama-3.2-1B shape (the engine installs the unfused path).
+#            1 and 4 streams on the Llama-3.2-1B shape (the engine installs the unfused path);
+#            and (issue 18) what a new prefill shape costs on first use, fused and unfused.
 #   PART=18: issue 18: both builds' daemons interleaved at 64 and 256 streams (gpu_ab.sh pair,
 #            OLD=.old carried), then the in-process table at 64 and 256 on the same machine.
 #   PART=20: issue 20: --kv-bits 8 and 4 against 16-bit KV at 16 and 64 streams (8B 4-bit).
@@ -16,6 +17,8 @@ case ${PART:-19} in
 19)
   timeout 60 $PY scripts/probe_verify.py --model "$M" --widths 1,2,9,17 > "$OUT/probe_fused.txt" 2>&1
   timeout 60 $PY scripts/probe_verify.py --model "$M" --widths 1,2,9,17 --unfused > "$OUT/probe_unfused.txt" 2>&1
+  timeout 60 $PY scripts/probe_prefill.py --model "$M" > "$OUT/prefill_fused.txt" 2>&1
+  timeout 60 $PY scripts/probe_prefill.py --model "$M" --unfused > "$OUT/prefill_unfused.txt" 2>&1
   timeout 200 $PY scripts/bench_engine.py --model "$M" --dtype native --prompt-tokens 512 --max-tokens 128 \
     --concurrency 4 --reps 2 --variant spec:speculative=ngram --json > "$OUT/spec_engine.json" 2> "$OUT/spec_engine.log" ;;
 18)
