@@ -110,8 +110,29 @@ class NgramProposer:
         is closer to the end than ``k`` tokens (text repeating with a short period: a token or a
         line over and over) the copy runs on over what it copies, as an overlapping LZ77 copy
         does, so a loop of period p still drafts ``k`` tokens, not p."""
+        self._extend(history)
+        tokens, found = self.tokens, self._suffix_found()
+        if found is None:
+            return []
+        period = len(tokens) - found
+        return [tokens[found + i % period] for i in range(k)]
+
+    def likely(self, prompt: list[int], generated: list[int]) -> bool:
+        """Whether the request's tokens so far, before the pending one (still on the device),
+        end in an n-gram that occurred before: where they do not, a draft after the pending token
+        is unlikely, and the step need not wait for that token to look (engine/speculative_step.py)."""
+        if len(self.tokens) < len(prompt):
+            self._extend(prompt)
+        self.tokens.extend(generated[len(self.tokens) - len(prompt):])
+        return self._suffix_found() is not None
+
+    def _extend(self, history: list[int]) -> None:
+        self.tokens.extend(history[len(self.tokens):])
+
+    def _suffix_found(self) -> int | None:
+        """Where the latest earlier occurrence of the longest recurring suffix (``NGRAM_MAX``
+        down to ``NGRAM_MIN`` tokens) ends, or None; indexes what was appended since the last call."""
         tokens = self.tokens
-        tokens.extend(history[len(tokens):])
         end = len(tokens)
         # index the n-grams ending before the last position (the suffix itself must not match)
         for stop in range(self._indexed + 1, end):
@@ -121,9 +142,8 @@ class NgramProposer:
         for n in range(min(NGRAM_MAX, end), NGRAM_MIN - 1, -1):
             found = self._ends.get(tuple(tokens[end - n:]))
             if found is not None:
-                period = end - found
-                return [tokens[found + i % period] for i in range(k)]
-        return []
+                return found
+        return None
 
 
 class DraftProposer:
@@ -139,6 +159,9 @@ class DraftProposer:
         self.cache: list[Any] | None = None
         self.cached: list[int] = []  # the tokens its cache holds
         self._known = 0  # of those, how many are the request's own (not guesses)
+
+    def likely(self, prompt: list[int], generated: list[int]) -> bool:
+        return True  # a draft model always guesses
 
     def propose(self, history: list[int], k: int) -> list[int]:
         import mlx.core as mx

@@ -106,7 +106,10 @@ def max_rows() -> int:
 
 
 def eligible(engine: Any) -> bool:
-    """Whether this step checks drafts."""
+    """Whether this step checks drafts: some request drafts, and its tokens before the pending
+    one make a draft likely (prompt lookup: they end in an n-gram seen before). Looking for
+    drafts needs the pending tokens on the host, which costs a plain step its overlap with the
+    device's work, so text that does not repeat decodes as plain steps."""
     batch = engine.batch
     if not engine.speculates or not 0 < len(batch) <= engine.spec_rows:
         return False
@@ -114,7 +117,16 @@ def eligible(engine: Any) -> bool:
         return False
     reqs = batch.requests
     return all((r.constraint is None or r.constraint.can_draft) and not r.images and not r.aborted for r in reqs) and \
-        any(r.params.num_draft_tokens != 0 and r.speculation.drafting(r.num_generated) for r in reqs)
+        any(r.params.num_draft_tokens != 0 and r.speculation.drafting(r.num_generated)
+            and _proposer(engine, r).likely(r.prompt_tokens, r.generated) for r in reqs)
+
+
+def _proposer(engine: Any, req: Any) -> Any:
+    from mlxctl.engine.speculative import DraftProposer, NgramProposer
+
+    if req.proposer is None:
+        req.proposer = NgramProposer() if engine.draft is None else DraftProposer(engine.draft.model)
+    return req.proposer
 
 
 def speculate(engine: Any) -> bool:
@@ -124,19 +136,17 @@ def speculate(engine: Any) -> bool:
     import mlx.core as mx
 
     from mlxctl.engine.constraints import draft_masks
-    from mlxctl.engine.speculative import DraftProposer, NgramProposer, accept_rows
+    from mlxctl.engine.speculative import accept_rows
 
     batch = engine.batch
     reqs, pendings, first = list(batch.requests), batch.tokens.tolist(), list(batch.samples)
     drafts = []
     for req, pending in zip(reqs, pendings):
         room = req.max_new_tokens - req.num_generated - 1  # tokens it may emit after the pending one
-        if req.proposer is None:
-            req.proposer = NgramProposer() if engine.draft is None else DraftProposer(engine.draft.model)
         asked = req.params.num_draft_tokens  # the request's own, else the engine's
         k = engine.config.speculation.num_draft_tokens if asked is None else asked
         k = min(k, room) if req.speculation.drafting(req.num_generated) else 0
-        drafts.append(req.proposer.propose(req.prompt_tokens + req.generated + [pending], k) if k > 0 else [])
+        drafts.append(_proposer(engine, req).propose(req.prompt_tokens + req.generated + [pending], k) if k > 0 else [])
     width = max(len(d) for d in drafts)
     if not width or (not batch.batched and not _can_roll_back(batch.caches, width + 1, engine.spec_replay)):
         batch.keep(engine._emit(*batch.advance(*engine._decode())))  # nothing recurs; a window about to wrap

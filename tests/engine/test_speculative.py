@@ -48,6 +48,28 @@ def test_a_loop_drafts_k_tokens_by_copying_over_its_own_copy():
     assert NgramProposer().propose([1, 2, 3, 9, 1, 2, 3], 2) == [9, 1]  # capped at k
 
 
+def test_a_draft_is_likely_where_the_tokens_before_the_pending_one_end_in_a_recurring_ngram():
+    p = NgramProposer()
+    assert not p.likely([5, 6, 7, 8], [])
+    assert not p.likely([5, 6, 7, 8], [1])
+    assert p.likely([5, 6, 7, 8], [1, 5, 6])  # (5, 6) occurred before
+    assert p.propose([5, 6, 7, 8, 1, 5, 6, 7], 2) == [8, 1]  # the same index goes on with the pending token
+    assert p.likely([5, 6, 7, 8], [1, 5, 6, 7, 8])
+
+
+def test_text_that_does_not_recur_decodes_as_plain_pipelined_steps(monkeypatch):
+    """Looking for drafts waits for the pending token; where none is likely the step is a plain
+    one, which overlaps the host's work with the device's."""
+    prompt, params = [1, 2, 3, 4, 1, 2, 3, 4, 1, 2], SamplingParams(temperature=0, max_tokens=16)
+    with Engine(lambda: tiny_loaded(), NGRAM) as engine:
+        plain = engine.submit(prompt, params).collect()
+        assert engine.stats()["speculative"]["steps"] > 0  # the prompt repeats: drafts were checked
+    monkeypatch.setattr(NgramProposer, "likely", lambda self, prompt, generated: False)
+    with Engine(lambda: tiny_loaded(), NGRAM) as engine:
+        assert engine.submit(prompt, params).collect().token_ids == plain.token_ids
+        assert engine.stats()["speculative"]["steps"] == 0
+
+
 def test_a_draft_model_is_named_for_draft_mode_only():
     with pytest.raises(BadInputError, match="speculative mode draft needs a draft_model"):
         SpeculationConfig(mode="draft")
