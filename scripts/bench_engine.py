@@ -206,15 +206,27 @@ def main() -> int:
                           args.moe_top_k)()
     engines = {name: Engine(lambda: loaded, config).start() for name, config in configs.items()}
     result = provenance(args, loaded)
-    result["single"] = run_single(loaded, engines, prompts(loaded, args.prompt_tokens, 1)[0], args)
+    result["single"] = measured(lambda: run_single(loaded, engines, prompts(loaded, args.prompt_tokens, 1)[0], args))
     for c in sizes:
-        result[f"concurrency_{c}"] = run_batch(loaded, engines, c, args)
+        result[f"concurrency_{c}"] = measured(lambda: run_batch(loaded, engines, c, args))
     result["speculation"] = {name: e.stats()["speculative"] for name, e in engines.items()
                              if e.stats()["speculative"].get("active")}  # drafts, acceptance, measured rates
     for engine in engines.values():
         engine.shutdown()
     print(json.dumps(result, indent=2) if args.json else human(result))
     return 0
+
+
+def measured(run) -> dict:
+    """``run()``'s result with MLX's peak memory during it, also written to stderr at once (a
+    run cut short by a time limit keeps the levels it finished)."""
+    import mlx.core as mx
+
+    mx.reset_peak_memory()
+    res = run()
+    res["peak_memory_bytes"] = mx.get_peak_memory()
+    print(json.dumps(res), file=sys.stderr, flush=True)
+    return res
 
 
 def provenance(args, loaded) -> dict:

@@ -25,6 +25,6 @@ case ${PART:-19} in
   OUT=$OUT/ab HTTP_CONC=64,256 REPS=3 timeout 280 bash scripts/gpu_ab.sh pair > "$OUT/ab.log" 2>&1
   OUT=$OUT MODEL=$M CONC=64,256 REPS=2 timeout 250 bash scripts/gpu_table.sh engine > "$OUT/table.log" 2>&1 ;;
 20)
-  OUT=$OUT CONC=16,64 LIMIT=420 timeout 500 bash scripts/gpu_kv_bits.sh > "$OUT/kv.log" 2>&1 ;;
+  OUT=$OUT CONC=16,64 LIMIT=230 timeout 500 bash scripts/gpu_kv_bits.sh > "$OUT/kv.log" 2>&1 ;;
 esac
 ls -la "$OUT"
