@@ -6,10 +6,12 @@
 
 Two random-weight models of the same size: a llama (every layer attention: a rejected draft is
 cut off the cache) and a Qwen3.5-style hybrid (linear-attention layers with recurrent state and a
-full-attention layer every fourth: the state is restored and the kept tokens run again). For each,
-greedy decoding without speculation, then with drafts taken from that plain reply: all right
-("right": nothing to undo), and with the third token of every draft wrong ("wrong": two kept,
-the rest undone each step). The drafts are fed to the engine's ngram proposer, so everything
+full-attention layer every fourth: the state is restored and brought forward over the kept
+tokens). For each, greedy decoding without speculation, then with drafts taken from that plain
+reply: all right ("right": nothing to undo), and with the third token of every draft wrong
+("wrong": two kept, the rest undone each step, by the recurrent mixers alone; "wrong-whole": by
+running the kept tokens through the whole model, the engine's way before mixer replay). The
+drafts are fed to the engine's ngram proposer, so everything
 else is the product's path. Prints decode tok/s per round (interleaved), the medians, and the
 replies' agreement with the plain one.
 """
@@ -80,26 +82,30 @@ def main() -> int:
         return draft
 
     speculative.NgramProposer.propose = propose
+    speculative.NgramProposer.likely = lambda self, prompt, generated: True  # every step drafts
     off = EngineConfig(prefix=PrefixConfig(enabled=False))
     on = EngineConfig(prefix=PrefixConfig(enabled=False), speculation=SpeculationConfig(
         "ngram", args.draft, max_rows=1, measured=False))
+    whole = EngineConfig(prefix=PrefixConfig(enabled=False), speculation=SpeculationConfig(
+        "ngram", args.draft, max_rows=1, measured=False, mixer_replay=False))
     result = {}
     for arch, config in configs(args.hidden, args.layers).items():
         def load(config=config, arch=arch):  # on the engine's thread (its stream), the same seed for both engines
             return LoadedModel(build_model(config), Letters(), config, 4096, set(), arch)
 
-        engines = {"off": Engine(load, off).start(), "spec": Engine(load, on).start()}
+        engines = {"off": Engine(load, off).start(), "spec": Engine(load, on).start(),
+                   "whole": Engine(load, whole).start()}
         plain_reply[:] = list(engines["off"].submit(prompt, params).collect().token_ids)
-        for name in ("spec",):  # warm-up, both draft kinds
+        for name in ("spec", "whole"):  # warm-up, both draft kinds
             for w in (False, True):
                 wrong[0] = w
                 engines[name].submit(prompt, params).collect()
-        rates = {"off": [], "right": [], "wrong": []}
-        same = {"right": True, "wrong": True}
+        rates = {"off": [], "right": [], "wrong": [], "wrong-whole": []}
+        same = {"right": True, "wrong": True, "wrong-whole": True}
         steps = {}
         for _ in range(args.reps):
             for label, engine, w in (("off", engines["off"], False), ("right", engines["spec"], False),
-                                     ("wrong", engines["spec"], True)):
+                                     ("wrong", engines["spec"], True), ("wrong-whole", engines["whole"], True)):
                 wrong[0] = w
                 before = engine.stats()["speculative"] if label != "off" else None
                 done = engine.submit(prompt, params).collect()
@@ -113,7 +119,8 @@ def main() -> int:
         med = {k: statistics.median(v) for k, v in rates.items()}
         result[arch] = {"tok_s": rates, "median": med, "right_vs_off": round(med["right"] / med["off"], 2),
                         "wrong_vs_off": round(med["wrong"] / med["off"], 2),
-                        "wrong_vs_right": round(med["wrong"] / med["right"], 2), "same_reply": same,
+                        "wrong_vs_right": round(med["wrong"] / med["right"], 2),
+                        "wrong_whole_vs_off": round(med["wrong-whole"] / med["off"], 2), "same_reply": same,
                         "last_round_counts": steps}
         print(arch, json.dumps(result[arch]), flush=True)
     print(json.dumps(result))

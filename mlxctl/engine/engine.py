@@ -85,6 +85,8 @@ class Engine:
         self.spec_policy = speculative_step.Policy()
         self.spec_rows = speculative_step.MAX_ROWS  # the largest batch that speculates (set at load)
         self.spec_replay = False  # recurrent layers go back by replaying the kept tokens (set at load)
+        self.mixer_tap: Any = None  # mixer_replay.MixerTap: that replay by the recurrent mixers alone
+        self.spec_mixer_replays = 0
         self.asleep = False  # the model's memory given back (engine/sleep.py); loaded again on wake
 
     # -- caller side ------------------------------------------------------------------------

@@ -43,6 +43,7 @@ class SpeculationConfig:
     draft_dtype: str = "auto"
     max_rows: int | None = None  # the largest batch that speculates (None: by backend, speculative_step.max_rows)
     measured: bool = True  # False: speculate whenever eligible, without the policy's measurements (tests)
+    mixer_replay: bool = True  # recurrent models: undo a rejected draft by their mixers alone (False: the whole model)
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:

@@ -9,7 +9,8 @@ padding), so all rows end at the same column again. The batch's host mirror of t
 updated with it.
 
 Recurrent models (``engine.spec_replay``) speculate one request at a time and go back by
-replaying: their recurrent state is restored to before the check and the kept tokens run again.
+replaying: their recurrent state is restored to before the check and brought forward over the
+kept tokens by their recurrent mixers alone (engine/mixer_replay.py), or by the whole model.
 
 Runs when every row may speculate (no images; a grammar once it is active and past any free
 whitespace: each drafted position is then sampled under the mask the grammar gives after the
@@ -40,6 +41,12 @@ def setup(engine: Any) -> None:
         engine.draft = load_draft(spec, engine.model)
     engine.spec_replay = False  # set by _rollbackable for recurrent models
     engine.speculates = spec.enabled and _rollbackable(engine)
+    engine.mixer_tap, engine.spec_mixer_replays = None, 0
+    if engine.speculates and engine.spec_replay and spec.mixer_replay:
+        from mlxctl.engine.mixer_replay import MixerTap
+
+        tap = MixerTap(engine.runner.model)
+        engine.mixer_tap = tap if tap.usable else None
     engine.spec_rows = 1 if engine.spec_replay else spec.max_rows or max_rows()
 
 
@@ -61,6 +68,8 @@ def status(engine: Any) -> dict:
         out.update(engine.speculation.as_dict())
         out["tokens_per_s"] = engine.spec_policy.snapshot()
         out["decode_steps"] = dict(engine.spec_policy.counts)
+        if engine.spec_replay:  # rejected drafts undone by the recurrent mixers alone (else the whole model)
+            out["mixer_replays"] = engine.spec_mixer_replays
     return out
 
 
@@ -153,7 +162,11 @@ def speculate(engine: Any) -> bool:
         return False
     saved = _recurrent_states(batch.caches) if engine.spec_replay else None
     rows = [[p, *d, *[p] * (width - len(d))] for p, d in zip(pendings, drafts)]
-    logits = engine.runner.verify(batch, rows)
+    if engine.mixer_tap is not None:  # each recurrent mixer's input, for an undo of those alone
+        with engine.mixer_tap.recording():
+            logits = engine.runner.verify(batch, rows)
+    else:
+        logits = engine.runner.verify(batch, rows)
     masks = None
     if any(r.constraint is not None for r in reqs):  # the forward runs while the host works out the masks
         mx.async_eval(logits)
@@ -222,12 +235,20 @@ def _recurrent_states(caches: list[Any]) -> list[tuple[Any, list[Any]]]:
 def _replay(engine: Any, batch: Any, saved: list[tuple[Any, list[Any]]], kept: list[int], written: int) -> None:
     """A recurrent model's lone request kept ``kept`` (its pending token and the accepted
     draft) of the ``written`` positions just checked. Recurrent state cannot be cut: it goes back
-    to before the check, the other layers are cut by all ``written``, and the kept tokens run
-    through the model again (their logits are not needed). A draft accepted whole needs none of it."""
+    to before the check and is brought forward over the kept positions by running only the
+    recurrent mixers again on what the check gave them (engine/mixer_replay.py), the other
+    layers cut to the kept positions; where that cannot be done, the other layers are cut by all
+    ``written`` and the kept tokens run through the whole model again (their logits are not
+    needed). A draft accepted whole needs none of it."""
     if len(kept) == written:
         return
     for layer, state in saved:
         layer.cache = state
+    tap = engine.mixer_tap
+    if tap is not None and tap.replay(len(kept), written):
+        engine.spec_mixer_replays += 1
+        trim([c for c in batch.caches if c.is_trimmable()], written - len(kept))
+        return
     for c in batch.caches:
         if c.is_trimmable():
             c.trim(written)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import mlx.core as mx
@@ -232,10 +233,12 @@ def test_concurrent_requests_decode_as_without_speculation():
     assert results[0][0] == results[0][1]
 
 
+@pytest.mark.parametrize("mixers", [True, False], ids=["mixers", "whole"])
 @pytest.mark.parametrize("arch", ["qwen3_next", "qwen3_5", "mamba", "nemotron_h", "lfm2"])
-def test_a_recurrent_model_speculates_by_replaying_and_decodes_as_without(arch, caplog, monkeypatch):
+def test_a_recurrent_model_speculates_by_replaying_and_decodes_as_without(arch, mixers, caplog, monkeypatch):
     """Recurrent state cannot be cut: a rejected draft is undone by restoring the state from
-    before the check and running the kept tokens again. The drafts here are the plain reply's
+    before the check and running the kept tokens again, through the recurrent mixers alone (on
+    what the check gave them) or through the whole model. The drafts here are the plain reply's
     next tokens with the third one wrong, so every check keeps part of its draft."""
     import logging
 
@@ -264,13 +267,16 @@ def test_a_recurrent_model_speculates_by_replaying_and_decodes_as_without(arch, 
         raise AssertionError(history)
 
     monkeypatch.setattr("mlxctl.engine.speculative.NgramProposer.propose", propose)
-    with Engine(load, NGRAM) as engine:
+    monkeypatch.setattr("mlxctl.engine.speculative.NgramProposer.likely", lambda self, prompt, generated: True)
+    config = EngineConfig(speculation=dataclasses.replace(NGRAM.speculation, mixer_replay=mixers))
+    with Engine(load, config) as engine:
         spec = [engine.submit(p, params).collect().token_ids for p in prompts]
         together = [s.collect().token_ids for s in [engine.submit(p, params) for p in prompts]]
         stats = engine.stats()["speculative"]
     assert spec == plain and together == plain  # a batch of them decodes plainly
     assert stats["active"] is True and 0 < stats["accepted_tokens"] < stats["draft_tokens"]
     assert "undone by restoring the recurrent state" in caplog.text
+    assert (stats["mixer_replays"] > 0) is mixers  # every undo here went the asked way
 
 
 def test_a_model_whose_caches_cannot_go_back_does_not_speculate_and_says_so(caplog):

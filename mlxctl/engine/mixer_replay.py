@@ -1,0 +1,137 @@
+"""Undoing a rejected draft on a recurrent model by running only its recurrent layers again.
+
+A verify pass writes every checked position into each recurrent layer's state (mlx-lm's
+``ArraysCache``: Qwen3-Next and Qwen3.5's gated delta nets, Mamba, Nemotron-H, LFM2's short
+convolutions), and such state cannot be cut. speculative_step restores it to what it was
+before the pass and brings it forward over the kept positions. Running the whole model over
+them again would repeat the attention layers, the MLPs and everything else for nothing: only the
+recurrent state must change, and what each recurrent mixer was given at the kept positions is
+already known from the verify pass. So while a verify pass runs, each mixer's call is recorded
+(:class:`MixerTap`), and the undo calls just those mixers again, each over its own recorded
+input cut to the kept positions, from the restored state. Their outputs are never used, so MLX
+computes only what the new state needs.
+
+Which modules are the mixers is found once per model, by building (not evaluating) one
+forward pass and noting which calls receive a recurrent cache; their classes' ``__call__`` is
+then wrapped, recording only on a thread that asked for it.
+"""
+
+from __future__ import annotations
+
+import threading
+from contextlib import contextmanager
+from typing import Any, Iterator
+
+_local = threading.local()  # .calls: the list being recorded on this thread, or None
+_finding = threading.Lock()  # one model's mixers found at a time (classes are patched meanwhile)
+_WRAPPED = "_mlxctl_mixer_tap"
+
+
+class MixerTap:
+    """The recurrent mixers of one model, and the calls recorded during this thread's last
+    verify pass."""
+
+    def __init__(self, model: Any) -> None:
+        self.classes = _mixer_classes(model)
+        for cls in self.classes:
+            _wrap(cls)
+        self.calls: list[tuple[Any, tuple, dict]] = []
+
+    @property
+    def usable(self) -> bool:
+        return bool(self.classes)
+
+    @contextmanager
+    def recording(self) -> Iterator[None]:
+        """Record the mixers' calls made on this thread inside the block (a verify pass)."""
+        self.calls = []
+        _local.calls = self.calls
+        try:
+            yield
+        finally:
+            _local.calls = None
+
+    def replay(self, kept: int, written: int) -> bool:
+        """Call each recorded mixer again over its first ``kept`` of the ``written`` positions
+        (their recurrent caches restored by the caller). False, having called nothing, where a
+        recorded call cannot be cut that way (a mask over the positions, an input of another
+        length): the caller then runs the whole model over the kept tokens."""
+        import mlx.core as mx
+
+        cut = []
+        for module, args, kwargs in self.calls:
+            if not args:
+                return False
+            first, rest = args[0], args[1:]
+            others = [*rest, *kwargs.values()]
+            if not isinstance(first, mx.array) or first.ndim < 2 or first.shape[1] != written \
+                    or any(isinstance(a, mx.array) for a in others):
+                return False
+            cut.append((module, (first[:, :kept], *rest), kwargs))
+        if not cut:
+            return False
+        for module, args, kwargs in cut:
+            module(*args, **kwargs)
+        self.calls = []
+        return True
+
+
+def _recurrent(value: Any) -> bool:
+    from mlx_lm.models.cache import ArraysCache
+
+    return type(value) is ArraysCache
+
+
+def _wrap(cls: type) -> None:
+    """Wrap ``cls.__call__`` (once per class) to append each call to the recording thread's list."""
+    original = cls.__call__
+    if getattr(original, _WRAPPED, False):
+        return
+
+    def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+        calls = getattr(_local, "calls", None)
+        if calls is not None:
+            calls.append((self, args, kwargs))
+        return original(self, *args, **kwargs)
+
+    setattr(call, _WRAPPED, True)
+    call.__wrapped__ = original  # type: ignore[attr-defined]
+    cls.__call__ = call
+
+
+def _mixer_classes(model: Any) -> list[type]:
+    """The classes of the modules that one forward pass hands a recurrent cache (built, not
+    evaluated): each layer's direct children are watched while it runs."""
+    import mlx.nn as nn
+
+    children = {type(m) for layer in getattr(model, "layers", []) for m in layer.children().values()
+                if isinstance(m, nn.Module)}
+    found: set[type] = set()
+    with _finding:
+        originals = {cls: cls.__call__ for cls in children}
+        try:
+            _watch(model, originals, found)
+        except Exception:  # noqa: BLE001 - a model this probe cannot run replays the whole model instead
+            return []
+    return sorted(found, key=lambda c: c.__name__)
+
+
+def _watch(model: Any, originals: dict, found: set) -> None:
+    """Build one forward pass with each class in ``originals`` watched for a recurrent cache."""
+    import mlx.core as mx
+    from mlx_lm.models.cache import make_prompt_cache
+
+    def watcher(cls: type) -> Any:
+        def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+            if any(_recurrent(a) for a in (*args, *kwargs.values())):
+                found.add(cls)
+            return originals[cls](self, *args, **kwargs)
+        return call
+
+    try:
+        for cls in originals:
+            cls.__call__ = watcher(cls)
+        model(mx.array([[0, 1]]), cache=make_prompt_cache(model))  # graph only: nothing is evaluated
+    finally:
+        for cls, original in originals.items():
+            cls.__call__ = original
