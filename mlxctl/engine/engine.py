@@ -331,7 +331,12 @@ class Engine:
             if self.scheduler.one_at_a_time:  # suspects that just got through a step are cleared
                 self.scheduler.one_at_a_time -= {r.id for r in (*self.scheduler.prefilling, *self.scheduler.running)}
         except Exception as exc:  # a failed step never takes the engine down
-            recovery.recover(self, exc)
+            self._recover(exc)
+
+    def _recover(self, error: Exception) -> None:
+        """After a failed step: the requests in flight go back to the queue (engine/recovery.py).
+        A tensor-parallel rank overrides it (distributed/lockstep.py)."""
+        recovery.recover(self, error)
 
     def step(self) -> None:
         with delivered_together():  # a server's event loop wakes once for the step's events
