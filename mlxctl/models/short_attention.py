@@ -8,15 +8,9 @@ fixed length 3.9 ms; `scripts/probe_verify.py`, docs/benchmarks.md). A speculati
 is such a pass, and its cache length is new every step, so each one paid for a build.
 
 Here a pass of at most ``MAX_QUERIES`` queries on CUDA is computed as plain matmuls and a
-softmax (the same arithmetic, kernels that take any shape). Prefill passes pay the same build
-for every new (rows, queries, keys) shape, and a server sees many: prompt lengths, prefix-cache
-hits and how many prompts arrive together all vary (an H100 measured ~60 ms for the first pass
-of each new shape against 5-18 ms once built, `scripts/probe_prefill.py`). So a longer pass whose
-shape has not been seen before also goes unfused when its score array is small enough
-(``MAX_UNFUSED_SCORES``; about 25 ms on first use), and the fused call takes the shape from its
-second pass on, when building it is likely to pay. One query, attention sinks and every other
-backend keep MLX's fused call. It is installed once, on CUDA only, when a model is loaded
-(generation.py).
+softmax (the same arithmetic, kernels that take any shape); longer passes (prefill chunks), one
+query, attention sinks and every other backend keep MLX's fused call. It is installed once, on
+CUDA only, when a model is loaded (generation.py).
 """
 
 from __future__ import annotations
@@ -26,9 +20,6 @@ from typing import Any
 import mlx.core as mx
 
 MAX_QUERIES = 32  # a verify pass is the draft plus one; prefill chunks are longer
-MAX_UNFUSED_SCORES = 1 << 28  # score elements (rows x heads x queries x keys) a first-seen longer pass may build
-MAX_SHAPES = 1 << 16  # shapes remembered (forgotten all at once past this)
-_seen: set[tuple] = set()
 
 _FUSED = mx.fast.scaled_dot_product_attention
 
@@ -60,24 +51,9 @@ def wants_unfused(queries: int, sinks: Any) -> bool:
     return 1 < queries <= MAX_QUERIES and sinks is None
 
 
-def first_seen(q: mx.array, k: mx.array, mask: Any, sinks: Any) -> bool:
-    """A pass longer than ``MAX_QUERIES`` whose shape (and mask's) the fused call has not met,
-    small enough to compute unfused; it is remembered, so the next pass of that shape is fused."""
-    b, heads, queries, _ = q.shape
-    if queries <= MAX_QUERIES or sinks is not None or b * heads * queries * k.shape[2] > MAX_UNFUSED_SCORES:
-        return False
-    shape = (q.shape, k.shape, q.dtype, mask if isinstance(mask, str) or mask is None else (mask.shape, mask.dtype))
-    if shape in _seen:
-        return False
-    if len(_seen) >= MAX_SHAPES:
-        _seen.clear()
-    _seen.add(shape)
-    return True
-
-
 def _attention(q: mx.array, k: mx.array, v: mx.array, *, scale: float, mask: Any = None,
                sinks: Any = None, **kwargs: Any) -> mx.array:
-    if not kwargs and (wants_unfused(q.shape[2], sinks) or first_seen(q, k, mask, sinks)):
+    if wants_unfused(q.shape[2], sinks) and not kwargs:
         return unfused_attention(q, k, v, scale, mask)
     return _FUSED(q, k, v, scale=scale, mask=mask, sinks=sinks, **kwargs)
 

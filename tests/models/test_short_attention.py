@@ -50,26 +50,11 @@ def test_installed_on_cuda_the_call_routes_short_passes_and_keeps_the_rest(monke
     seen = []
     monkeypatch.setattr(short_attention, "unfused_attention",
                         lambda *a: seen.append(a[0].shape[2]) or short_attention._FUSED(*a[:3], scale=a[3], mask=a[4]))
-    monkeypatch.setattr(short_attention, "_seen", set())
     assert short_attention.install("cuda")
-    for queries in (1, 9, 64, 9, 64, 48):
+    for queries in (1, 9, 64):
         q, k, v = qkv(queries, 80)
         mx.fast.scaled_dot_product_attention(q, k, v, scale=0.1, mask="causal" if queries > 1 else None)
-    # short passes always; a longer one the first time its shape comes (no per-shape build),
-    # the fused call from its second time on
-    assert seen == [9, 64, 9, 48]
-
-
-def test_a_first_seen_pass_too_large_to_score_unfused_stays_fused(monkeypatch):
-    monkeypatch.setattr(short_attention, "_seen", set())
-    q, k, _ = qkv(64, 80)
-    monkeypatch.setattr(short_attention, "MAX_UNFUSED_SCORES", q.shape[0] * q.shape[1] * 64 * 80 - 1)
-    assert not short_attention.first_seen(q, k, "causal", None)
-    monkeypatch.setattr(short_attention, "MAX_UNFUSED_SCORES", q.shape[0] * q.shape[1] * 64 * 80)
-    assert short_attention.first_seen(q, k, "causal", None)
-    assert not short_attention.first_seen(q, k, "causal", None)  # seen now
-    assert short_attention.first_seen(q, k, mx.ones((64, 80), dtype=mx.bool_), None)  # another mask: another graph
-    assert not short_attention.first_seen(*qkv(64, 80)[:2], "causal", mx.zeros((4,)))  # sinks: fused
+    assert seen == [9]
 
 
 def test_the_engine_decodes_the_same_greedy_tokens_with_it_speculating_or_not(monkeypatch):
