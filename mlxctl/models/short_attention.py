@@ -20,6 +20,7 @@ from typing import Any
 import mlx.core as mx
 
 MAX_QUERIES = 32  # a verify pass is the draft plus one; prefill chunks are longer
+MAX_SCORES = 1 << 27  # score elements an unfused pass may build (512 MiB in float32)
 
 _FUSED = mx.fast.scaled_dot_product_attention
 
@@ -39,21 +40,27 @@ def unfused_attention(q: mx.array, k: mx.array, v: mx.array, scale: float, mask:
         if mask.ndim == 4:  # (batch, heads or 1, queries, keys): heads split like the queries
             mask = mask.reshape(mask.shape[0], kv_heads, groups, n, keys) if mask.shape[1] == heads \
                 else mx.expand_dims(mask, 2)
-        if mask.dtype == mx.bool_:
-            scores = mx.where(mask, scores, mx.array(-float("inf"), scores.dtype))
+        if mask.dtype == mx.bool_:  # the lowest finite value, not -inf: a query that may see no key
+            # (a left-padding position of a batched prefill) must not become NaN, as MLX's fused
+            # call keeps it finite: its values feed the next layer's keys, where 0 x NaN is NaN
+            scores = mx.where(mask, scores, mx.array(mx.finfo(scores.dtype).min, scores.dtype))
         else:
             scores = scores + mask.astype(scores.dtype)
     weights = mx.softmax(scores, axis=-1, precise=True)
     return (weights @ mx.expand_dims(v, 2)).reshape(b, heads, n, v.shape[-1])
 
 
-def wants_unfused(queries: int, sinks: Any) -> bool:
-    return 1 < queries <= MAX_QUERIES and sinks is None
+def wants_unfused(queries: int, sinks: Any, scores: int = 0) -> bool:
+    """A short pass (2 to ``MAX_QUERIES`` queries, no attention sinks) whose score array
+    (rows x heads x queries x keys elements) is at most ``MAX_SCORES``: over a very long context
+    the unfused pass would hold gigabytes that the fused one never builds."""
+    return 1 < queries <= MAX_QUERIES and sinks is None and scores <= MAX_SCORES
 
 
 def _attention(q: mx.array, k: mx.array, v: mx.array, *, scale: float, mask: Any = None,
                sinks: Any = None, **kwargs: Any) -> mx.array:
-    if wants_unfused(q.shape[2], sinks) and not kwargs:
+    b, heads, queries, _ = q.shape
+    if not kwargs and wants_unfused(queries, sinks, b * heads * queries * k.shape[2]):
         return unfused_attention(q, k, v, scale, mask)
     return _FUSED(q, k, v, scale=scale, mask=mask, sinks=sinks, **kwargs)
 

@@ -37,9 +37,24 @@ def test_boolean_and_additive_array_masks_per_row_and_per_head_match_the_fused_c
         assert mx.allclose(unfused_attention(q, k, v, 0.2, mask), want, atol=1e-5).item()
 
 
+def test_a_query_that_may_see_no_key_stays_finite_as_in_the_fused_call():
+    """A batched prefill of prompts of different lengths: the shorter prompt's left-padding
+    positions see no key at all. Their output must stay finite (as the fused call's does): it
+    becomes the next layer's keys and values, where a NaN spreads to every row."""
+    q, k, v = qkv(9, 9)
+    pad = mx.array([0, 4])  # the second prompt is 4 tokens shorter
+    mask = (mx.arange(9)[:, None] >= mx.arange(9)[None]) & (mx.arange(9)[None, None, None, :] >= pad[:, None, None, None])
+    got, want = unfused_attention(q, k, v, 0.2, mask), short_attention._FUSED(q, k, v, scale=0.2, mask=mask)
+    assert not mx.isnan(got).any().item() and not mx.isnan(want).any().item()
+    assert mx.allclose(got[1, :, 4:], want[1, :, 4:], atol=1e-5).item()  # the real positions
+    assert mx.allclose(got[0], want[0], atol=1e-5).item()
+
+
 def test_only_short_multi_query_passes_without_sinks_take_it_and_only_on_cuda():
     assert [wants_unfused(n, None) for n in (1, 2, 9, 32, 33, 512)] == [False, True, True, True, False, False]
     assert not wants_unfused(9, mx.zeros((8,)))  # attention sinks (gpt-oss): the fused call
+    assert wants_unfused(9, None, short_attention.MAX_SCORES)
+    assert not wants_unfused(9, None, short_attention.MAX_SCORES + 1)  # a very long context: fused
     before = mx.fast.scaled_dot_product_attention
     assert not short_attention.install("cpu") and not short_attention.install("metal")
     assert mx.fast.scaled_dot_product_attention is before
@@ -81,3 +96,25 @@ def test_the_engine_decodes_the_same_greedy_tokens_with_it_speculating_or_not(mo
     plain, spec = run(EngineConfig()), run(ngram)
     assert plain.token_ids == fused and spec.token_ids == fused
     assert spec.timings.accepted_tokens > 0 and 25 in calls and 7 in calls  # the prompt, and 1 + 6-token drafts
+
+
+def test_a_batched_prefill_of_prompts_of_different_lengths_decodes_as_with_the_fused_call(monkeypatch):
+    """Left padding: the shorter prompt's padding positions see no key (see the finite test)."""
+    from mlxctl.engine.engine import Engine
+    from mlxctl.engine.sampling import SamplingParams
+    from tests.engine.tiny import tiny_loaded
+
+    prompts, params = [[3, 4, 5, 6, 7, 8, 9, 10, 11, 12], [5, 9, 2, 7]], SamplingParams(temperature=0, max_tokens=12)
+
+    def together():
+        with Engine(lambda: tiny_loaded()) as engine:
+            return [s.collect().token_ids for s in [engine.submit(p, params) for p in prompts]]
+
+    fused = together()
+    monkeypatch.setattr(mx.fast, "scaled_dot_product_attention", short_attention._FUSED)
+    calls = []
+    real = short_attention.unfused_attention
+    monkeypatch.setattr(short_attention, "unfused_attention", lambda *a: calls.append(a[0].shape) or real(*a))
+    assert short_attention.install("cuda")
+    assert together() == fused
+    assert any(shape[0] == 2 for shape in calls)  # the two prompts went through it as one padded batch
