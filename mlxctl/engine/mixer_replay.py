@@ -32,9 +32,10 @@ class MixerTap:
     verify pass."""
 
     def __init__(self, model: Any) -> None:
-        self.classes = _mixer_classes(model)
-        for cls in self.classes:
-            _wrap(cls)
+        with _finding:  # found and wrapped together: another model's search patches classes meanwhile
+            self.classes = _mixer_classes(model)
+            for cls in self.classes:
+                _wrap(cls)
         self.calls: list[tuple[Any, tuple, dict]] = []
 
     @property
@@ -48,18 +49,24 @@ class MixerTap:
         _local.calls = self.calls
         try:
             yield
+        except BaseException:
+            self.calls = []  # a failed pass: nothing of it may be replayed (or kept alive)
+            raise
         finally:
             _local.calls = None
 
-    def replay(self, kept: int, written: int) -> bool:
-        """Call each recorded mixer again over its first ``kept`` of the ``written`` positions
-        (their recurrent caches restored by the caller). False, having called nothing, where a
-        recorded call cannot be cut that way (a mask over the positions, an input of another
-        length): the caller then runs the whole model over the kept tokens."""
+    def replay(self, kept: int, written: int, restored: list[Any]) -> bool:
+        """Call each recorded mixer again over its first ``kept`` of the ``written`` positions,
+        from the ``restored`` recurrent caches (put back by the caller). False, having called
+        nothing, where the recorded calls do not bring exactly those caches forward or one
+        cannot be cut that way (a mask over the positions, an input of another length, one passed
+        by name): the caller then runs the whole model over the kept tokens. The record is
+        cleared either way."""
         import mlx.core as mx
 
-        cut = []
-        for module, args, kwargs in self.calls:
+        calls, self.calls = self.calls, []
+        cut, covered = [], []
+        for module, args, kwargs in calls:
             if not args:
                 return False
             first, rest = args[0], args[1:]
@@ -67,13 +74,16 @@ class MixerTap:
             if not isinstance(first, mx.array) or first.ndim < 2 or first.shape[1] != written \
                     or any(isinstance(a, mx.array) for a in others):
                 return False
+            covered += [a for a in others if _recurrent(a)]
             cut.append((module, (first[:, :kept], *rest), kwargs))
-        if not cut:
+        if not cut or sorted(map(id, covered)) != sorted(map(id, restored)):
             return False
         for module, args, kwargs in cut:
             module(*args, **kwargs)
-        self.calls = []
         return True
+
+    def forget(self) -> None:
+        self.calls = []
 
 
 def _recurrent(value: Any) -> bool:
@@ -90,7 +100,7 @@ def _wrap(cls: type) -> None:
 
     def call(self: Any, *args: Any, **kwargs: Any) -> Any:
         calls = getattr(_local, "calls", None)
-        if calls is not None:
+        if calls is not None and any(_recurrent(a) for a in (*args, *kwargs.values())):
             calls.append((self, args, kwargs))
         return original(self, *args, **kwargs)
 
@@ -107,19 +117,21 @@ def _mixer_classes(model: Any) -> list[type]:
     children = {type(m) for layer in getattr(model, "layers", []) for m in layer.children().values()
                 if isinstance(m, nn.Module)}
     found: set[type] = set()
-    with _finding:
-        originals = {cls: cls.__call__ for cls in children}
-        try:
-            _watch(model, originals, found)
-        except Exception:  # noqa: BLE001 - a model this probe cannot run replays the whole model instead
-            return []
+    try:
+        _watch(model, children, found)
+    except Exception:  # noqa: BLE001 - a model this probe cannot run replays the whole model instead
+        return []
     return sorted(found, key=lambda c: c.__name__)
 
 
-def _watch(model: Any, originals: dict, found: set) -> None:
-    """Build one forward pass with each class in ``originals`` watched for a recurrent cache."""
+def _watch(model: Any, classes: set[type], found: set) -> None:
+    """Build one forward pass with each of ``classes`` watched for a recurrent cache (the
+    caller holds ``_finding``); each class is left as it was, its own ``__call__`` or none."""
     import mlx.core as mx
     from mlx_lm.models.cache import make_prompt_cache
+
+    originals = {cls: cls.__call__ for cls in classes}
+    own = {cls: "__call__" in cls.__dict__ for cls in classes}
 
     def watcher(cls: type) -> Any:
         def call(self: Any, *args: Any, **kwargs: Any) -> Any:
@@ -134,4 +146,7 @@ def _watch(model: Any, originals: dict, found: set) -> None:
         model(mx.array([[0, 1]]), cache=make_prompt_cache(model))  # graph only: nothing is evaluated
     finally:
         for cls, original in originals.items():
-            cls.__call__ = original
+            if own[cls]:
+                cls.__call__ = original
+            else:  # inherited: set here only for the watch
+                del cls.__call__

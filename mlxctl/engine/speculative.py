@@ -122,6 +122,8 @@ class NgramProposer:
         """Whether the request's tokens so far, before the pending one (still on the device),
         end in an n-gram that occurred before: where they do not, a draft after the pending token
         is unlikely, and the step need not wait for that token to look (engine/speculative_step.py)."""
+        if len(self.tokens) > len(prompt) + len(generated):  # a pending token a failed step never emitted
+            self.__init__()  # type: ignore[misc]  (indexed again from the request's own tokens)
         if len(self.tokens) < len(prompt):
             self._extend(prompt)
         self.tokens.extend(generated[len(self.tokens) - len(prompt):])

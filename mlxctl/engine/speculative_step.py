@@ -176,6 +176,8 @@ def speculate(engine: Any) -> bool:
         _cut(batch, [len(tokens) for tokens, _ in checked], width + 1)
     else:
         _replay(engine, batch, saved, rows[0][:len(checked[0][0])], width + 1)
+    if engine.mixer_tap is not None:
+        engine.mixer_tap.forget()  # a draft accepted whole replays nothing: its record goes too
     keep = []
     for i, (req, (tokens, samples)) in enumerate(zip(reqs, checked)):
         if drafts[i]:  # a filled-out row's matches count as its next tokens, not as accepted drafts
@@ -245,7 +247,7 @@ def _replay(engine: Any, batch: Any, saved: list[tuple[Any, list[Any]]], kept: l
     for layer, state in saved:
         layer.cache = state
     tap = engine.mixer_tap
-    if tap is not None and tap.replay(len(kept), written):
+    if tap is not None and tap.replay(len(kept), written, [layer for layer, _ in saved]):
         engine.spec_mixer_replays += 1
         trim([c for c in batch.caches if c.is_trimmable()], written - len(kept))
         return

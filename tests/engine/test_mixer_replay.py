@@ -38,7 +38,7 @@ def test_the_mixers_alone_bring_the_state_where_the_kept_tokens_would(arch):
     assert tap.calls  # one call per recurrent layer
     for c, state in saved:
         c.cache = state
-    assert tap.replay(KEPT, len(CHECKED))
+    assert tap.replay(KEPT, len(CHECKED), [c for c, _ in saved])
     trim([c for c in cache if c.is_trimmable()], len(CHECKED) - KEPT)
 
     want = make_prompt_cache(model)
@@ -59,16 +59,37 @@ def test_a_recorded_call_that_cannot_be_cut_is_refused_untouched():
     model = build_model(CONFIGS["qwen3_next"])
     tap = MixerTap(model)
     cache = make_prompt_cache(model)
-    with tap.recording():
-        model(mx.array([CHECKED]), cache=cache)
-    module, args, kwargs = tap.calls[0]
+    recurrent = [c for c in cache if type(c) is ArraysCache]
+
+    def record() -> list:
+        with tap.recording():
+            model(mx.array([CHECKED]), cache=cache)
+        return list(tap.calls)
+
+    calls = record()
+    module, args, kwargs = calls[0]
+    before = [list(c.cache) for c in recurrent]
     mask = mx.ones((1, len(CHECKED)), dtype=mx.bool_)  # a mask over the positions: not cut here
-    tap.calls[0] = (module, (args[0], mask, *args[2:]), kwargs)
-    before = [list(c.cache) for c in cache if type(c) is ArraysCache]
-    assert not tap.replay(KEPT, len(CHECKED))
-    assert all(all(a is b for a, b in zip(c.cache, s)) for c, s in
-               zip([c for c in cache if type(c) is ArraysCache], before))
-    tap.calls = [(module, args, kwargs)]
-    assert not tap.replay(KEPT, len(CHECKED) + 1)  # an input of another length than was written
-    tap.calls = [(module, (), {"inputs": args[0], "cache": args[2]})]
-    assert not tap.replay(KEPT, len(CHECKED))  # the input passed by name: not found, not guessed
+    for bad, written, restored in (
+            ([(module, (args[0], mask, *args[2:]), kwargs), *calls[1:]], len(CHECKED), recurrent),
+            (calls, len(CHECKED) + 1, recurrent),  # an input of another length than was written
+            ([(module, (), {"inputs": args[0], "cache": args[2]}), *calls[1:]], len(CHECKED), recurrent),  # by name
+            (calls[1:], len(CHECKED), recurrent),  # a restored cache no recorded call brings forward
+            (calls, len(CHECKED), recurrent[1:])):  # a recorded call on a cache that was not restored
+        tap.calls = bad
+        assert not tap.replay(KEPT, written, restored)
+        assert tap.calls == []  # the record goes either way
+    assert all(all(a is b for a, b in zip(c.cache, s)) for c, s in zip(recurrent, before))  # nothing ran
+
+
+def test_only_calls_given_a_recurrent_cache_are_recorded_and_a_failed_pass_leaves_none():
+    model = build_model(CONFIGS["qwen3_next"])
+    tap = MixerTap(model)
+    layer = next(layer for layer in model.layers if getattr(layer, "is_linear", False))
+    with tap.recording():
+        layer.linear_attn(mx.zeros((1, 2, 64)), None, None)  # no cache: not a step of the state
+    assert tap.calls == []
+    with pytest.raises(RuntimeError), tap.recording():
+        model(mx.array([CHECKED]), cache=make_prompt_cache(model))
+        raise RuntimeError("the pass failed")
+    assert tap.calls == []

@@ -58,6 +58,13 @@ def test_a_draft_is_likely_where_the_tokens_before_the_pending_one_end_in_a_recu
     assert p.likely([5, 6, 7, 8], [1, 5, 6, 7, 8])
 
 
+def test_a_pending_token_a_failed_step_never_emitted_is_forgotten():
+    p = NgramProposer()
+    assert p.propose([5, 6, 7, 8, 1, 5, 6, 7], 2) == [8, 1]  # 7 was pending; the step then failed
+    assert p.likely([5, 6, 7, 8], [1, 5, 6]) and p.tokens == [5, 6, 7, 8, 1, 5, 6]  # resumed without it
+    assert p.propose([5, 6, 7, 8, 1, 5, 6, 9], 2) == []  # (6, 9) never occurred
+
+
 def test_text_that_does_not_recur_decodes_as_plain_pipelined_steps(monkeypatch):
     """Looking for drafts waits for the pending token; where none is likely the step is a plain
     one, which overlaps the host's work with the device's."""
