@@ -100,6 +100,9 @@ class NgramProposer:
     tokens) is indexed once by where it last ended, so a lookup costs the same at any length."""
 
     def __init__(self) -> None:
+        self._reset()
+
+    def _reset(self) -> None:
         self.tokens: list[int] = []
         self._ends: dict[tuple[int, ...], int] = {}  # n-gram -> end (exclusive) of its latest occurrence
         self._indexed = 0  # n-grams ending at positions up to here are in ``_ends``
@@ -123,7 +126,7 @@ class NgramProposer:
         end in an n-gram that occurred before: where they do not, a draft after the pending token
         is unlikely, and the step need not wait for that token to look (engine/speculative_step.py)."""
         if len(self.tokens) > len(prompt) + len(generated):  # a pending token a failed step never emitted
-            self.__init__()  # type: ignore[misc]  (indexed again from the request's own tokens)
+            self._reset()  # indexed again from the request's own tokens
         if len(self.tokens) < len(prompt):
             self._extend(prompt)
         self.tokens.extend(generated[len(self.tokens) - len(prompt):])

@@ -25,6 +25,7 @@ sliding windows until they wrap) or a batch's plain batched KV layers.
 from __future__ import annotations
 
 import logging
+from contextlib import nullcontext
 from typing import Any
 
 from mlxctl.errors import BadInputError
@@ -162,10 +163,8 @@ def speculate(engine: Any) -> bool:
         return False
     saved = _recurrent_states(batch.caches) if engine.spec_replay else None
     rows = [[p, *d, *[p] * (width - len(d))] for p, d in zip(pendings, drafts)]
-    if engine.mixer_tap is not None:  # each recurrent mixer's input, for an undo of those alone
-        with engine.mixer_tap.recording():
-            logits = engine.runner.verify(batch, rows)
-    else:
+    tap = engine.mixer_tap  # records each recurrent mixer's input, for an undo of those alone
+    with tap.recording() if tap is not None else nullcontext():
         logits = engine.runner.verify(batch, rows)
     masks = None
     if any(r.constraint is not None for r in reqs):  # the forward runs while the host works out the masks
@@ -176,8 +175,8 @@ def speculate(engine: Any) -> bool:
         _cut(batch, [len(tokens) for tokens, _ in checked], width + 1)
     else:
         _replay(engine, batch, saved, rows[0][:len(checked[0][0])], width + 1)
-    if engine.mixer_tap is not None:
-        engine.mixer_tap.forget()  # a draft accepted whole replays nothing: its record goes too
+    if tap is not None:
+        tap.forget()  # a draft accepted whole replays nothing: its record goes too
     keep = []
     for i, (req, (tokens, samples)) in enumerate(zip(reqs, checked)):
         if drafts[i]:  # a filled-out row's matches count as its next tokens, not as accepted drafts
@@ -251,9 +250,7 @@ def _replay(engine: Any, batch: Any, saved: list[tuple[Any, list[Any]]], kept: l
         engine.spec_mixer_replays += 1
         trim([c for c in batch.caches if c.is_trimmable()], written - len(kept))
         return
-    for c in batch.caches:
-        if c.is_trimmable():
-            c.trim(written)
+    trim([c for c in batch.caches if c.is_trimmable()], written)
     engine.runner.verify(batch, [kept])
 
 
