@@ -9,8 +9,8 @@
 #            OLD=.old carried), then the in-process table at 64 and 256 on the same machine.
 #   PART=20: issue 20: --kv-bits 8 and 4 against 16-bit KV at 16 and 64 streams (8B 4-bit), one
 #            setting a process (all in one ran out of memory at 64 streams on an H100, 2026-12-06).
-# Run first next time (2026-12-06's H100 ran PART=19 and 18 at 146f880): PART=20, then PART=19
-# on the H200 if one comes (the short-pass fix is measured on an H100 only).
+# 2026-12-06: an H100 ran PART=19 and 18 at 146f880, PART=20 at 0caf69b. Next: PART=19 on the H200
+# if one comes (the short-pass fix is measured on an H100 only).
 set -uo pipefail
 OUT=${OUT:-bench-results}; mkdir -p "$OUT"
 PY=${PYTHON:-python3}
