@@ -149,9 +149,6 @@ def serve(
     ensure_fast_blas()
     _check_flags(log_format, prefix_cache_bits, prefix_cache, cache_dir, warm_prompts, log_file, tui)
     check_metrics_names(metrics_names)
-    from mlxctl.server.gil import switch_interval_s
-
-    switch_interval_s()  # MLXCTL_SWITCH_INTERVAL_MS, refused here before a model is looked for
     from mlxctl.cli.memory import kv_flags, memory_budget, shared_budget
     from mlxctl.cli.speculation import speculation_flags
 

@@ -18,7 +18,6 @@ from aiohttp import web
 
 from mlxctl.errors import UnavailableError
 from mlxctl.server.connections import CappedSite, runner_options
-from mlxctl.server.gil import serving_switch_interval
 from mlxctl.server.interrupt import interrupt, shutdown_error
 from mlxctl.server.keys import ENGINE, POOL, SETTINGS, STATE
 from mlxctl.server.logs import configure as configure_logs
@@ -33,11 +32,6 @@ async def serve(app: web.Application, announce: Callable[[str], None],
                 stop: asyncio.Event | None = None) -> None:
     """Serve ``app`` until SIGTERM/SIGINT (or ``stop`` is set, when given: no signal handlers
     then), loading its engine in the background."""
-    with serving_switch_interval():  # the loop gets the GIL back soon after each write (server/gil.py)
-        await _serve(app, announce, stop)
-
-
-async def _serve(app: web.Application, announce: Callable[[str], None], stop: asyncio.Event | None) -> None:
     runner = web.AppRunner(app, handler_cancellation=True, access_log=None, shutdown_timeout=SETTLE_S,
                            **runner_options(app[SETTINGS]))
     await runner.setup()
