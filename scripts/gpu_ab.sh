@@ -63,6 +63,11 @@ pair() {
     loop_ticks > "$OUT/loop_ticks_c${c}_before.txt"
     timeout 280 $PY -m mlxctl bench-serve --url http://127.0.0.1:8080 -m llama1b --url http://127.0.0.1:8082 -m llama1b \
       --prompt-tokens 512 --output-tokens 128 -c "$c" -n "$c" --repeats "$REPS" --json > "$OUT/pair_c$c.json"
+    # BOTH_ORDERS=1: the same level again with the new build first (the first of a pair may pay
+    # for what the second then finds done, such as CUDA's on-disk kernel cache)
+    [ -z "${BOTH_ORDERS:-}" ] || timeout 280 $PY -m mlxctl bench-serve --url http://127.0.0.1:8082 -m llama1b \
+      --url http://127.0.0.1:8080 -m llama1b --prompt-tokens 512 --output-tokens 128 -c "$c" -n "$c" \
+      --repeats "$REPS" --json > "$OUT/pair_c${c}_new_first.json"
     loop_ticks > "$OUT/loop_ticks_c${c}_after.txt"
   done
   stop_daemons; wait

@@ -2,8 +2,8 @@
 # Issue 18 on the lent GPU: where the daemon's time goes over HTTP, and whether a shorter GIL
 # switch interval helps the engine thread. Two daemons of this build, A as shipped and B with
 # sys.setswitchinterval(${SI:-0.0005}) (CPython's default is 0.005 s), both `mlxctl serve -m
-# /tmp/llama1b --dtype native --max-num-seqs 256`, interleaved by one bench-serve at 64 and 256
-# streams (512-token prompts, 128 new tokens); then py-spy samples A's threads at 64 streams, once
+# /tmp/llama1b --dtype native --max-num-seqs 256`, interleaved by one bench-serve (512-token
+# prompts, 128 new tokens): 64 streams A first, 64 streams B first, 256 streams A first; then py-spy samples A's threads at 64 streams, once
 # every thread (--idle) and once only the thread holding the GIL (--gil); then the in-process
 # engine at 64 streams for the ratio. py-spy's wheel travels in .gpu-tools (carry it).
 #   MLXCTL_HOME=.gpu-home OUT=... bash scripts/gpu_profile_serve.sh
@@ -24,13 +24,16 @@ for _ in $(seq 180); do
 done
 pid_of() { pgrep -f "port $1" | tail -1; }
 loop_ticks() { for p in 8080 8082; do pid=$(pid_of $p); echo "$p $(cut -d')' -f2 /proc/$pid/task/$pid/stat | awk '{print $12+$13}')"; done; }
-for c in 64 256; do
-  loop_ticks > "$OUT/loop_ticks_c${c}_before.txt"
-  timeout 200 $PY -m mlxctl bench-serve --url http://127.0.0.1:8080 -m llama1b --url http://127.0.0.1:8082 -m llama1b \
-    --prompt-tokens 512 --output-tokens 128 -c "$c" -n "$c" --repeats "$([ $c = 64 ] && echo "$REPS" || echo 2)" \
-    --json > "$OUT/pair_c$c.json" 2> "$OUT/pair_c$c.log"
-  loop_ticks > "$OUT/loop_ticks_c${c}_after.txt"
-done
+X=http://127.0.0.1:8080; Y=http://127.0.0.1:8082
+pair() {  # first second streams reps name
+  loop_ticks > "$OUT/loop_ticks_$5_before.txt"
+  timeout 200 $PY -m mlxctl bench-serve --url "$1" -m llama1b --url "$2" -m llama1b --prompt-tokens 512 \
+    --output-tokens 128 -c "$3" -n "$3" --repeats "$4" --json > "$OUT/$5.json" 2> "$OUT/$5.log"
+  loop_ticks > "$OUT/loop_ticks_$5_after.txt"
+}
+pair $X $Y 64 "$REPS" c64_a_first   # A (8080): as shipped; B (8082): the shorter interval
+pair $Y $X 64 "$REPS" c64_b_first
+pair $X $Y 256 2 c256_a_first
 for mode in idle gil; do
   $SPY record -p "$(pid_of 8080)" --threads --$mode -r 250 -d 12 -f raw -o "$OUT/prof_$mode.txt" > "$OUT/spy_$mode.log" 2>&1 &
   spy=$!; sleep 1

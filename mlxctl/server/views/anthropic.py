@@ -30,6 +30,7 @@ from mlxctl.server.body import parse_body
 from mlxctl.server.errors import ApiError, error_body
 from mlxctl.server.generate import generation
 from mlxctl.server.images import content_field, image_token, load_images
+from mlxctl.server.prompt_work import off_loop
 from mlxctl.server.served_model import model_formats, sampling_defaults, use_model
 from mlxctl.server.streaming import Sse, stream_sse
 from mlxctl.vision import images_refused, vision_of
@@ -76,7 +77,7 @@ async def messages(request: web.Request) -> web.StreamResponse:
         return await messages_with_mcp(request, req, engine.model.tokenizer, tuple(images), image_token(engine))
     chat = chat_request(req, model_formats(request), image_token=image_token(engine),
                         defaults=sampling_defaults(request), images=tuple(images))
-    prepared = prepare_chat(engine.model.tokenizer, model_formats(request), chat)
+    prepared = await off_loop(prepare_chat, engine.model.tokenizer, model_formats(request), chat)
     if req.stream:
         expanded = vision_of(engine.model).added_positions(images) if images else 0
         stream = MessagesStream(req.model, len(prepared.tokens) + expanded, prepared.splitter())

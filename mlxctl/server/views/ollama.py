@@ -28,6 +28,7 @@ from mlxctl.server.errors import ApiError
 from mlxctl.server.generate import generation
 from mlxctl.server.images import image_token, load_images
 from mlxctl.server.keys import POOL
+from mlxctl.server.prompt_work import off_loop
 from mlxctl.server.served_model import model_formats, sampling_defaults, served_names, use_model
 from mlxctl.server.streaming import NDJSON, TIMEOUT_MESSAGE, Sse, stream_sse
 from mlxctl.vision import vision_of
@@ -45,8 +46,8 @@ async def chat(request: web.Request) -> web.StreamResponse:
     refs = [ImageRef(f"messages.{i}.images.{j}", data=data)
             for i, m in enumerate(body.messages) for j, data in enumerate(m.images or ())]
     images = await load_images(request, engine, refs)
-    jobs, plan = chat_jobs(translated, engine.model.tokenizer, formats, images=images, image_token=image_token(engine),
-                           defaults=sampling_defaults(request))
+    jobs, plan = await off_loop(chat_jobs, translated, engine.model.tokenizer, formats, images=images,
+                                image_token=image_token(engine), defaults=sampling_defaults(request))
     return await _respond(request, body.stream, _sized(jobs[0], body.options, engine), plan, output)
 
 
@@ -63,8 +64,8 @@ async def generate(request: web.Request) -> web.StreamResponse:
         translated = _translated(generate_request, body, formats.reasoning_parser)
         images = await load_images(request, engine, [ImageRef(f"images.{j}", data=d) for j, d in
                                                      enumerate(body.images or ())])
-        jobs, plan = chat_jobs(translated, tokenizer, formats, images=images, image_token=image_token(engine),
-                               defaults=sampling_defaults(request))
+        jobs, plan = await off_loop(chat_jobs, translated, tokenizer, formats, images=images,
+                                    image_token=image_token(engine), defaults=sampling_defaults(request))
         job = jobs[0]
     job = with_context(job, body.context, engine.vocab_size)
     return await _respond(request, body.stream, _sized(job, body.options, engine), plan, output)

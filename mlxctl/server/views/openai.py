@@ -25,6 +25,7 @@ from mlxctl.server.body import parse_body
 from mlxctl.server.errors import ApiError
 from mlxctl.server.images import image_token, load_images
 from mlxctl.server.mcp_views import chat_with_mcp
+from mlxctl.server.prompt_work import off_loop
 from mlxctl.server.served_model import model_formats, sampling_defaults, use_model
 from mlxctl.server.streaming import TIMEOUT_MESSAGE, open_generations
 from mlxctl.server.views.openai_stream import stream_response
@@ -38,8 +39,8 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
     images = await load_images(request, engine, refs)
     if wants_mcp(body):  # "mcp": true or a {"type": "mcp"} tool: the server runs MCP tool calls
         return await chat_with_mcp(request, body, tokenizer, images, image_token(engine))
-    jobs, plan = chat_jobs(body, tokenizer, model_formats(request), images=images, image_token=image_token(engine),
-                           defaults=sampling_defaults(request))
+    jobs, plan = await off_loop(chat_jobs, body, tokenizer, model_formats(request), images=images,
+                                image_token=image_token(engine), defaults=sampling_defaults(request))
     output = ChatOutput(body.model, tokenizer, body.include_usage, plan, jobs[0].reasoning_open)
     return await _respond(request, body, jobs, output)
 
@@ -47,7 +48,7 @@ async def chat_completions(request: web.Request) -> web.StreamResponse:
 async def completions(request: web.Request) -> web.StreamResponse:
     body = await parse_body(request, CompletionRequest)
     engine = await use_model(request, body.model, body.keep_alive)
-    jobs = completion_jobs(body, engine.model.tokenizer, engine.vocab_size, sampling_defaults(request))
+    jobs = await off_loop(completion_jobs, body, engine.model.tokenizer, engine.vocab_size, sampling_defaults(request))
     tokenizer = engine.model.tokenizer
     return await _respond(request, body, jobs, CompletionOutput(body.model, tokenizer, body.include_usage))
 

@@ -30,6 +30,7 @@ from mlxctl.server.errors import ApiError
 from mlxctl.server.generate import generation
 from mlxctl.server.images import image_token, load_images
 from mlxctl.server.response_keys import store_of
+from mlxctl.server.prompt_work import off_loop
 from mlxctl.server.served_model import model_formats, sampling_defaults, use_model
 from mlxctl.server.streaming import Sse, stream_sse
 
@@ -72,7 +73,7 @@ async def create(request: web.Request) -> web.StreamResponse:
 
         return await responses_with_mcp(request, req, engine.model.tokenizer, messages)
     chat = chat_request(req, messages, model_formats(request), sampling_defaults(request))
-    prepared, draft = prepare_chat(engine.model.tokenizer, model_formats(request), chat), ResponseDraft(req)
+    prepared, draft = await off_loop(prepare_chat, engine.model.tokenizer, model_formats(request), chat), ResponseDraft(req)
     if req.stream:
         stream = ResponsesStream(draft, prepared.splitter(), engine.model.tokenizer)
         resp = await stream_sse(request, [prepared.job()], stream)
