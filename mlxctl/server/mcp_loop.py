@@ -64,8 +64,9 @@ class ServerRounds:
     async def whole(self, chat: ChatRequest) -> RoundResult:
         from mlxctl.api.chat_request import prepare_chat
         from mlxctl.server.generate import generation
+        from mlxctl.server.prompt_work import off_loop
 
-        prepared = prepare_chat(self.tokenizer, self.formats, chat)
+        prepared = await off_loop(prepare_chat, self.tokenizer, self.formats, chat)
         async with generation(self.request, prepared.tokens, prepared.params, prepared.cache_salt,
                               prepared.images) as stream:
             done = await stream.collect_async()

@@ -23,6 +23,7 @@ from mlxctl.api.chat_round import RoundResult
 from mlxctl.api.tool_loop import ToolLoop
 from mlxctl.server.keys import SETTINGS
 from mlxctl.server.mcp_loop import McpTools, ServerRounds, call_all, drive
+from mlxctl.server.prompt_work import off_loop
 from mlxctl.server.sse import SseResponse
 from mlxctl.server.streaming import (
     StreamSession,
@@ -55,7 +56,7 @@ async def stream_with_mcp(request: web.Request, mcp: McpTools, loop: ToolLoop, f
 
 async def _streamed_round(request: web.Request, sse: StreamSession, rounds: ServerRounds, chat: ChatRequest,
                           loop: ToolLoop, encoder: Any) -> RoundResult:
-    prepared = prepare_chat(rounds.tokenizer, rounds.formats, chat)
+    prepared = await off_loop(prepare_chat, rounds.tokenizer, rounds.formats, chat)
     splitter, job = prepared.splitter(), prepared.job()
     async with AsyncExitStack() as stack:
         streams = await open_generations(request, stack, [job])

@@ -73,3 +73,21 @@ def test_a_refused_request_is_still_a_400(base_url):
         "response_format": {"type": "json_object"}, "structured_outputs": {"regex": "a+"}}, timeout=60)
     assert r.status_code == 400
     assert "response_format or structured_outputs" in r.json()["error"]["message"]
+
+
+def test_mcp_rounds_whole_and_streamed(serve, tmp_path, encoded_on):
+    """The rounds of a server-run tool loop (`serve --mcp-config`) are prepared there too."""
+    pytest.importorskip("mcp")
+    import json
+
+    from tests.mcp.helpers import calc_stdio
+
+    config = tmp_path / "mcp.json"
+    config.write_text(json.dumps({"mcpServers": {"calc": calc_stdio(allow=["add"])}}))
+    client = openai.OpenAI(base_url=serve(mcp_config=str(config)) + "/v1", api_key="x", timeout=300)
+    ask = {"model": MODEL, "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2, "extra_body": {"mcp": True}}
+    client.chat.completions.create(**ask)
+    assert on_prompt_threads(encoded_on), encoded_on
+    encoded_on.clear()
+    list(client.chat.completions.create(**ask, stream=True))
+    assert on_prompt_threads(encoded_on), encoded_on
