@@ -8,9 +8,13 @@ its left padding growing by as much (what mlx-lm's ``BatchKVCache.finalize`` doe
 padding), so all rows end at the same column again. The batch's host mirror of the padding is
 updated with it.
 
-Recurrent models (``engine.spec_replay``) speculate one request at a time and go back by
-replaying: their recurrent state is restored to before the check and brought forward over the
-kept tokens by their recurrent mixers alone (engine/mixer_replay.py), or by the whole model.
+Recurrent models (``engine.spec_replay``) go back by replaying: their recurrent state is
+restored to before the check and brought forward over the kept tokens by their recurrent mixers
+alone (engine/mixer_replay.py), or by the whole model. Rows of a batch that kept different
+counts run their kept tokens through the whole model together, right-padded, each recurrent
+layer told each row's length (mlx-lm's ``ArraysCache.prepare(lengths=...)``); a model whose
+recurrent layers ignore lengths (checked once at load: :func:`_lengths_honoured`) speculates
+one request at a time.
 
 Runs when every row may speculate (no images; a grammar once it is active and past any free
 whitespace: each drafted position is then sampled under the mask the grammar gives after the
@@ -19,7 +23,8 @@ plain step advances it) and one at least is drafting (a request pauses after dra
 failing: ``SpeculationStats``), the batch is at most
 ``max_rows()`` rows (beyond that a step is compute-bound and a draft costs what it saves), and
 its caches can drop what they were given: a lone request's plain caches (KV, quantised KV,
-sliding windows until they wrap) or a batch's plain batched KV layers.
+sliding windows until they wrap) or a batch's plain batched KV layers, and recurrent layers of
+either by replaying.
 """
 
 from __future__ import annotations
@@ -48,7 +53,12 @@ def setup(engine: Any) -> None:
 
         tap = MixerTap(engine.runner.model)
         engine.mixer_tap = tap if tap.usable else None
-    engine.spec_rows = 1 if engine.spec_replay else spec.max_rows or max_rows()
+    rows = spec.max_rows or max_rows()
+    if engine.spec_replay and rows > 1 and not _lengths_honoured(engine.runner):
+        log.info("speculative decoding on this recurrent model: one request at a time (its recurrent layers "
+                 "do not stop at a row's length, so a batch's rows cannot go back by different counts)")
+        rows = 1
+    engine.spec_rows = rows
 
 
 def check_request(engine: Any, params: Any) -> None:
@@ -90,7 +100,7 @@ def _rollbackable(engine: Any) -> bool:
     """Whether the model's (and the draft model's) cache layers can drop a rejected draft:
     plain and quantised KV, and sliding windows until they wrap (checked each step), by cutting
     them. A model with recurrent layers (mlx-lm's ``ArraysCache``: Qwen3-Next, Qwen3.5, Mamba,
-    Nemotron-H...) goes back by replaying (``engine.spec_replay``): one request at a time."""
+    Nemotron-H...) goes back by replaying (``engine.spec_replay``)."""
     from mlx_lm.models.cache import ArraysCache, can_trim_prompt_cache, make_prompt_cache
 
     target = make_prompt_cache(engine.runner.model)
@@ -99,8 +109,8 @@ def _rollbackable(engine: Any) -> bool:
         return True
     if drafts_ok and all(c.is_trimmable() or type(c) is ArraysCache for c in target):
         engine.spec_replay = True
-        log.info("speculative decoding on a recurrent model: one request at a time; a rejected draft is "
-                 "undone by restoring the recurrent state and running the kept tokens again")
+        log.info("speculative decoding on a recurrent model: a rejected draft is undone by restoring the "
+                 "recurrent state and running the kept tokens again")
         return True
     log.warning("speculative decoding is off: this model's caches cannot roll back a rejected draft")
     return False
@@ -123,7 +133,7 @@ def eligible(engine: Any) -> bool:
     batch = engine.batch
     if not engine.speculates or not 0 < len(batch) <= engine.spec_rows:
         return False
-    if batch.batched and not _plain_batched(batch.caches):
+    if batch.batched and not _batched_rollbackable(batch.caches, engine.spec_replay):
         return False
     reqs = batch.requests
     return all((r.constraint is None or r.constraint.can_draft) and not r.images and not r.aborted for r in reqs) and \
@@ -174,7 +184,7 @@ def speculate(engine: Any) -> bool:
     if saved is None:
         _cut(batch, [len(tokens) for tokens, _ in checked], width + 1)
     else:
-        _replay(engine, batch, saved, rows[0][:len(checked[0][0])], width + 1)
+        _replay(engine, batch, saved, [row[:len(tokens)] for row, (tokens, _) in zip(rows, checked)], width + 1)
     if tap is not None:
         tap.forget()  # a draft accepted whole replays nothing: its record goes too
     keep = []
@@ -233,31 +243,90 @@ def _recurrent_states(caches: list[Any]) -> list[tuple[Any, list[Any]]]:
     return [(c, list(c.cache)) for c in caches if type(c) is ArraysCache]
 
 
-def _replay(engine: Any, batch: Any, saved: list[tuple[Any, list[Any]]], kept: list[int], written: int) -> None:
-    """A recurrent model's lone request kept ``kept`` (its pending token and the accepted
-    draft) of the ``written`` positions just checked. Recurrent state cannot be cut: it goes back
-    to before the check and is brought forward over the kept positions by running only the
-    recurrent mixers again on what the check gave them (engine/mixer_replay.py), the other
-    layers cut to the kept positions; where that cannot be done, the other layers are cut by all
-    ``written`` and the kept tokens run through the whole model again (their logits are not
-    needed). A draft accepted whole needs none of it."""
-    if len(kept) == written:
+def _replay(engine: Any, batch: Any, saved: list[tuple[Any, list[Any]]], kept: list[list[int]], written: int) -> None:
+    """A recurrent model's rows kept ``kept[i]`` (the pending token and the accepted draft) of
+    the ``written`` positions just checked. Recurrent state cannot be cut: it goes back to
+    before the check and is brought forward over the kept positions. Where every row kept as
+    many, by running only the recurrent mixers again on what the check gave them
+    (engine/mixer_replay.py), the other layers cut to the kept positions; where that cannot be
+    done, the other layers are cut by all ``written`` and the kept tokens run through the whole
+    model again (their logits are not needed); rows that kept different counts, by
+    :func:`_refill`. A draft accepted whole by every row needs none of it."""
+    counts = {len(k) for k in kept}
+    if counts == {written}:
         return
     for layer, state in saved:
         layer.cache = state
     tap = engine.mixer_tap
-    if tap is not None and tap.replay(len(kept), written, [layer for layer, _ in saved]):
+    if len(counts) == 1 and tap is not None and tap.replay(len(kept[0]), written, [layer for layer, _ in saved]):
         engine.spec_mixer_replays += 1
-        trim([c for c in batch.caches if c.is_trimmable()], written - len(kept))
+        trim([c for c in batch.caches if c.is_trimmable()], written - len(kept[0]))
         return
     trim([c for c in batch.caches if c.is_trimmable()], written)
-    engine.runner.verify(batch, [kept])
+    if len(counts) == 1:
+        engine.runner.verify(batch, kept)
+    else:
+        _refill(engine, batch, kept)
 
 
-def _plain_batched(caches: list[Any]) -> bool:
+def _refill(engine: Any, batch: Any, kept: list[list[int]]) -> None:
+    """Rows that kept different counts run them again together through the whole model,
+    right-padded to the longest: each recurrent layer is told each row's length, so its state
+    (and its convolution's window) stops at the row's last kept token, and each KV layer's right
+    padding is rolled to the left after, as a batched prompt tail's is (runner._tails_logits),
+    so every row ends at the same column again; the batch's host mirror of the padding grows
+    with it."""
+    from mlx_lm.models.cache import ArraysCache
+
+    most = max(len(k) for k in kept)
+    pads = [most - len(k) for k in kept]
+    for c in batch.caches:
+        if type(c) is ArraysCache:
+            c.prepare(lengths=[len(k) for k in kept])
+        else:
+            c.prepare(right_padding=pads)
+    engine.runner.verify(batch, [k + [0] * pad for k, pad in zip(kept, pads)])  # logits never evaluated
+    for c in batch.caches:
+        c.finalize()
+    batch.left = [p + s for p, s in zip(batch.left, pads)]
+
+
+def _lengths_honoured(runner: Any) -> bool:
+    """Whether the model's recurrent layers stop at a row's length (mlx-lm's
+    ``ArraysCache.prepare(lengths=...)``, which most of its recurrent mixers read; Mamba's does
+    not): the recurrent state after three tokens must be the state after five told its length
+    is three. Two short passes, once at load."""
+    import mlx.core as mx
+    from mlx_lm.models.cache import ArraysCache
+
+    def states(tokens: list[int], length: int | None = None) -> list[Any]:
+        cache = [type(c).merge([c]) for c in runner.new_cache()]
+        for c in cache:
+            if length is not None:
+                c.prepare(lengths=[length]) if type(c) is ArraysCache else c.prepare(right_padding=[len(tokens) - length])
+        runner.model(mx.array([tokens]), cache=cache)
+        for c in cache:
+            c.finalize()
+        return [s for c in cache if type(c) is ArraysCache for s in c.cache if s is not None]
+
+    try:
+        short, long = states([1, 2, 3]), states([1, 2, 3, 4, 5], length=3)
+        mx.eval(short, long)
+        return len(short) == len(long) > 0 and all(
+            a.shape == b.shape and mx.allclose(a, b, rtol=1e-2, atol=1e-3).item() for a, b in zip(short, long))
+    except Exception:  # noqa: BLE001 - a model this probe cannot run speculates one request at a time
+        log.debug("the recurrent length probe failed", exc_info=True)
+        return False
+
+
+def _batched_rollbackable(caches: list[Any], replay: bool) -> bool:
+    """Whether a batch's caches can drop a rejected draft: plain batched KV layers by cutting,
+    and (``replay``) recurrent layers by replaying."""
+    from mlx_lm.models.cache import ArraysCache
+
     from mlxctl.engine.batch import BATCHED_KV
 
-    return all(type(c) in BATCHED_KV for c in caches)
+    return all(type(c) in BATCHED_KV or (replay and type(c) is ArraysCache) for c in caches)
 
 
 def _can_roll_back(cache: list[Any], n: int, replay: bool = False) -> bool:

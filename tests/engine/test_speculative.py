@@ -11,6 +11,7 @@ import pytest
 from mlxctl.engine.engine import Engine, EngineConfig
 from mlxctl.engine.events import FinishReason
 from mlxctl.engine.sampling import SamplingParams, TokenSampler
+from mlxctl.engine import speculative_step
 from mlxctl.engine.speculative import NgramProposer, SpeculationConfig, accept, same_vocabulary
 from mlxctl.errors import BadInputError
 from tests.engine.tiny import tiny_loaded
@@ -280,7 +281,7 @@ def test_a_recurrent_model_speculates_by_replaying_and_decodes_as_without(arch, 
         spec = [engine.submit(p, params).collect().token_ids for p in prompts]
         together = [s.collect().token_ids for s in [engine.submit(p, params) for p in prompts]]
         stats = engine.stats()["speculative"]
-    assert spec == plain and together == plain  # a batch of them decodes plainly
+    assert spec == plain and together == plain  # alone and as a batch
     assert stats["active"] is True and 0 < stats["accepted_tokens"] < stats["draft_tokens"]
     assert "undone by restoring the recurrent state" in caplog.text
     assert (stats["mixer_replays"] > 0) is mixers  # every undo here went the asked way
@@ -456,3 +457,66 @@ def test_a_batch_mixing_grammars_and_free_rows_speculates_as_plain_decoding_deco
         results.append([s.collect() for s in streams])
     assert [r.token_ids for r in results[1]] == [r.token_ids for r in results[0]]
     assert sum(r.timings.accepted_tokens for r in results[1]) > 0
+
+
+@pytest.mark.parametrize("arch", ["qwen3_next", "qwen3_5", "lfm2", "mamba2"])
+def test_a_batch_of_a_recurrent_model_speculates_rows_keeping_different_counts(arch, monkeypatch):
+    """Rows of a hybrid or recurrent model's batch accept different counts (each row's draft is
+    the plain reply's next tokens, wrong from a different position, one row's never): their
+    recurrent state goes back and runs each row's kept tokens again, right-padded, as far as
+    that row's length; the replies are those of plain decoding, alone or together."""
+    from tests.engine.hybrid_configs import CONFIGS
+    from tests.engine.tiny import TinyModel
+
+    from mlxctl.models.dummy import build_model
+
+    prompts = [[3, 4, 5, 3, 4, 5, 3, 4], [7, 1, 7, 1, 7, 2, 9], [2, 8, 2, 8, 6]]
+    wrong_at = {0: 1, 1: 3, 2: None}  # the draft position each prompt's drafts get wrong
+    params = SamplingParams(temperature=0, max_tokens=30)
+
+    def load():
+        return TinyModel(model=build_model(CONFIGS[arch]), vocab_size=100)
+
+    with Engine(load, EngineConfig()) as engine:
+        plain = [engine.submit(p, params).collect().token_ids for p in prompts]
+
+    def propose(self, history, k):
+        for i, (prompt, reply) in enumerate(zip(prompts, plain)):
+            if history[:len(prompt)] == prompt:
+                draft = list(reply[len(history) - len(prompt):][:k])
+                at = wrong_at[i]
+                if at is not None and len(draft) > at:
+                    draft[at] = (draft[at] + 1) % 100
+                return draft
+        raise AssertionError(history)
+
+    monkeypatch.setattr("mlxctl.engine.speculative.NgramProposer.propose", propose)
+    monkeypatch.setattr("mlxctl.engine.speculative.NgramProposer.likely", lambda self, prompt, generated: True)
+    refills = []
+    real = speculative_step._refill
+    monkeypatch.setattr(speculative_step, "_refill", lambda *a: refills.append(1) or real(*a))
+    with Engine(load, NGRAM) as engine:
+        assert engine.spec_rows == NGRAM.speculation.max_rows
+        together = [s.collect().token_ids for s in [engine.submit(p, params) for p in prompts]]
+        stats = engine.stats()["speculative"]
+    assert together == plain
+    assert refills  # rows really kept different counts in one step
+    assert 0 < stats["accepted_tokens"] < stats["draft_tokens"]
+    assert stats["decode_steps"]["speculative"] > 0
+
+
+@pytest.mark.parametrize("arch", ["mamba", "nemotron_h"])
+def test_a_recurrent_model_that_ignores_row_lengths_speculates_one_request_at_a_time(arch, caplog):
+    """Mamba's mixer does not read ``ArraysCache.lengths``, and Nemotron-H's (mlx-lm 0.32.2)
+    leaves the wrong state behind with it: the load-time probe finds both out."""
+    import logging
+
+    from tests.engine.hybrid_configs import CONFIGS
+    from tests.engine.tiny import TinyModel
+
+    from mlxctl.models.dummy import build_model
+
+    caplog.set_level(logging.INFO, logger="mlxctl.engine")
+    with Engine(lambda: TinyModel(model=build_model(CONFIGS[arch]), vocab_size=100), NGRAM) as engine:
+        assert engine.speculates and engine.spec_rows == 1
+    assert "one request at a time" in caplog.text
