@@ -14,7 +14,7 @@ every contender, so the engine's prefix cache never serves them. Every shape is 
 
 ``--variant`` adds an engine with other settings on the same loaded model, measured in the same
 interleaved rounds (keys: prefill_chunk, max_prefilling, prefill_step_ms, pool_cap_bytes, speculative,
-num_draft_tokens, kv_bits), so an engine setting is
+num_draft_tokens, max_rows (the largest batch that speculates), kv_bits), so an engine setting is
 compared side by side, e.g. ``--variant clear-always:pool_cap_bytes=0``.
 """
 
@@ -173,11 +173,11 @@ def engine_configs(args, sizes: list[int]) -> dict:
                 from mlxctl.engine.kv_config import KVQuant
 
                 engine["kv"] = KVQuant(int(value), 64)
-            elif key in ("speculative", "num_draft_tokens"):
+            elif key in ("speculative", "num_draft_tokens", "max_rows"):
                 speculation["mode" if key == "speculative" else key] = value if key == "speculative" else int(value)
             else:
                 raise SystemExit(f"--variant {spec}: unknown setting {key!r} (prefill_chunk, max_prefilling, "
-                                 "prefill_step_ms, pool_cap_bytes, speculative, num_draft_tokens, kv_bits)")
+                                 "prefill_step_ms, pool_cap_bytes, speculative, num_draft_tokens, max_rows, kv_bits)")
         configs[f"engine[{name}]"] = dataclasses.replace(
             base, scheduler=dataclasses.replace(base.scheduler, **scheduler),
             speculation=dataclasses.replace(base.speculation, **speculation), **engine)

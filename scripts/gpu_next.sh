@@ -9,8 +9,12 @@
 #            OLD=.old carried), then the in-process table at 64 and 256 on the same machine.
 #   PART=20: issue 20: --kv-bits 8 and 4 against 16-bit KV at 16 and 64 streams (8B 4-bit), one
 #            setting a process (all in one ran out of memory at 64 streams on an H100, 2026-12-06).
-# 2026-12-06: an H100 ran PART=19 and 18 at 146f880, PART=20 at 0caf69b. Next: PART=19 on the H200
-# if one comes (the short-pass fix is measured on an H100 only).
+#   PART=19h: a hybrid model (Qwen3.5-35B-A3B shape, 4-bit) at 4 and 8 streams with batches
+#            speculating, and with only a lone request speculating (max_rows=1), against off.
+# 2026-12-06: an H100 ran PART=19 and 18 at 146f880, PART=20 at 0caf69b (issue 20 closed). Next:
+# PART=19 (now with a hybrid model's batches speculating), on the H200 if one comes; for issue 18,
+# scripts/gpu_profile_serve.sh and gpu_ab.sh pair BOTH_ORDERS=1 are the tools (benchmarks.md,
+# eleventh pass).
 set -uo pipefail
 OUT=${OUT:-bench-results}; mkdir -p "$OUT"
 PY=${PYTHON:-python3}
@@ -24,6 +28,11 @@ case ${PART:-19} in
   timeout 60 $PY scripts/probe_prefill.py --model "$M" --unfused > "$OUT/prefill_unfused.txt" 2>&1
   timeout 200 $PY scripts/bench_engine.py --model "$M" --dtype native --prompt-tokens 512 --max-tokens 128 \
     --concurrency 4 --reps 2 --variant spec:speculative=ngram --json > "$OUT/spec_engine.json" 2> "$OUT/spec_engine.log" ;;
+19h)  # batches of a hybrid model speculate since 2026-12-06 (df5eedc): does it pay on a GPU?
+  H=/tmp/qwen35; [ -d "$H" ] || $PY scripts/save_dummy.py --preset qwen3.5-35b-a3b-4bit --dtype bfloat16 --out "$H" >/dev/null
+  timeout 240 $PY scripts/bench_engine.py --model "$H" --dtype native --prompt-tokens 512 --max-tokens 128 \
+    --concurrency 4,8 --reps 2 --variant spec:speculative=ngram --variant spec1:speculative=ngram,max_rows=1 \
+    --json > "$OUT/spec_hybrid.json" 2> "$OUT/spec_hybrid.log" ;;
 18)
   OUT=$OUT/ab HTTP_CONC=64,256 REPS=3 timeout 280 bash scripts/gpu_ab.sh pair > "$OUT/ab.log" 2>&1
   OUT=$OUT MODEL=$M CONC=64,256 REPS=2 timeout 250 bash scripts/gpu_table.sh engine > "$OUT/table.log" 2>&1 ;;
