@@ -276,19 +276,27 @@ def _refill(engine: Any, batch: Any, kept: list[list[int]]) -> None:
     padding is rolled to the left after, as a batched prompt tail's is (runner._tails_logits),
     so every row ends at the same column again; the batch's host mirror of the padding grows
     with it."""
-    from mlx_lm.models.cache import ArraysCache
-
-    most = max(len(k) for k in kept)
-    pads = [most - len(k) for k in kept]
-    for c in batch.caches:
-        if type(c) is ArraysCache:
-            c.prepare(lengths=[len(k) for k in kept])
-        else:
-            c.prepare(right_padding=pads)
+    lengths = [len(k) for k in kept]
+    pads = _right_padded(batch.caches, lengths, max(lengths))
     engine.runner.verify(batch, [k + [0] * pad for k, pad in zip(kept, pads)])  # logits never evaluated
     for c in batch.caches:
         c.finalize()
     batch.left = [p + s for p, s in zip(batch.left, pads)]
+
+
+def _right_padded(caches: list[Any], lengths: list[int], width: int) -> list[int]:
+    """Ready batched ``caches`` for rows of ``lengths`` real tokens right-padded to ``width``
+    (recurrent layers stop at each row's length; KV layers roll their padding left at
+    ``finalize``); the rows' padding."""
+    from mlx_lm.models.cache import ArraysCache
+
+    pads = [width - n for n in lengths]
+    for c in caches:
+        if type(c) is ArraysCache:
+            c.prepare(lengths=lengths)
+        else:
+            c.prepare(right_padding=pads)
+    return pads
 
 
 def _lengths_honoured(runner: Any) -> bool:
@@ -301,9 +309,8 @@ def _lengths_honoured(runner: Any) -> bool:
 
     def states(tokens: list[int], length: int | None = None) -> list[Any]:
         cache = [type(c).merge([c]) for c in runner.new_cache()]
-        for c in cache:
-            if length is not None:
-                c.prepare(lengths=[length]) if type(c) is ArraysCache else c.prepare(right_padding=[len(tokens) - length])
+        if length is not None:
+            _right_padded(cache, [length], len(tokens))
         runner.model(mx.array([tokens]), cache=cache)
         for c in cache:
             c.finalize()

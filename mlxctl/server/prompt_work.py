@@ -16,24 +16,17 @@ from __future__ import annotations
 import asyncio
 import functools
 import os
-import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, TypeVar
 
 T = TypeVar("T")
 THREAD_NAME = "mlxctl-prompt"
 
-_pool: ThreadPoolExecutor | None = None
-_lock = threading.Lock()
 
-
+@functools.cache
 def _executor() -> ThreadPoolExecutor:
-    global _pool
-    with _lock:
-        if _pool is None:
-            workers = max(2, min(8, os.cpu_count() or 2))
-            _pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=THREAD_NAME)
-        return _pool
+    """The process's prompt threads, made on first use (a burst's prompts side by side)."""
+    return ThreadPoolExecutor(max_workers=max(2, min(8, os.cpu_count() or 2)), thread_name_prefix=THREAD_NAME)
 
 
 async def off_loop(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
