@@ -2,7 +2,7 @@
 """The engine against mlx-lm, in one process, on the same loaded model.
 
   python scripts/bench_engine.py [--model REF] [--load-format auto|dummy] [--dtype auto]
-         [--prompt-tokens N] [--max-tokens 128] [--concurrency 8,64] [--reps 3] [--json]
+         [--prompt-tokens N] [--max-tokens 128] [--temperature 0] [--concurrency 8,64] [--reps 3] [--json]
          [--prefill-chunk N] [--speculative off|ngram] [--num-draft-tokens N] [--variant NAME:key=value,...]
 
 Single stream (greedy, fixed length): mlx-lm's bare `generate_step` loop and `stream_generate`
@@ -39,6 +39,9 @@ def parse() -> argparse.Namespace:
     p.add_argument("--moe-top-k", type=int, default=None, help="route MoE models to K experts per token")
     p.add_argument("--prompt-tokens", type=int, default=0, help="random prompt of N tokens (0: a chat prompt)")
     p.add_argument("--max-tokens", type=int, default=128)
+    p.add_argument("--temperature", type=float, default=0.0,
+                   help="sample every contender at this temperature (0: greedy; above 0 replies are "
+                        "random text, where prompt lookup rarely finds a draft)")
     p.add_argument("--concurrency", default="8", help="comma-separated batch sizes")
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -63,38 +66,46 @@ def prompts(loaded, n_tokens: int, count: int, seed: int = 0) -> list[list[int]]
     return [[rng.randrange(100, 40000) for _ in range(n_tokens)] for _ in range(count)]
 
 
-def bare_generate_step(loaded, prompt, n):
+def mlx_lm_sampler(temperature: float):
+    from mlx_lm.sample_utils import make_sampler
+
+    return make_sampler(temp=temperature) if temperature > 0 else None
+
+
+def bare_generate_step(loaded, prompt, n, temperature=0.0):
     import mlx.core as mx
     from mlx_lm.generate import generate_step
 
     toks, t_first = [], None
-    for tok, _ in generate_step(mx.array(prompt), loaded.model, max_tokens=n):
+    for tok, _ in generate_step(mx.array(prompt), loaded.model, max_tokens=n, sampler=mlx_lm_sampler(temperature)):
         toks.append(int(tok))
         t_first = t_first or time.perf_counter()
     return toks, (n - 1) / (time.perf_counter() - t_first)
 
 
-def stream_generate_tps(loaded, prompt, n):
+def stream_generate_tps(loaded, prompt, n, temperature=0.0):
     from mlx_lm import stream_generate
 
     last = None
-    for last in stream_generate(loaded.model, loaded.tokenizer, prompt, max_tokens=n):
+    for last in stream_generate(loaded.model, loaded.tokenizer, prompt, max_tokens=n,
+                                sampler=mlx_lm_sampler(temperature)):
         pass
     return None, last.generation_tps
 
 
-def engine_single(engine, prompt, n):
+def engine_single(engine, prompt, n, temperature=0.0):
     from mlxctl.engine.sampling import SamplingParams
 
-    got = engine.submit(prompt, SamplingParams(temperature=0.0, max_tokens=n, ignore_eos=True)).collect()
+    got = engine.submit(prompt, SamplingParams(temperature=temperature, max_tokens=n, ignore_eos=True)).collect()
     return list(got.token_ids), got.timings.decode_tps
 
 
-def mlx_lm_batch(loaded, batch, n):
+def mlx_lm_batch(loaded, batch, n, temperature=0.0):
     from mlx_lm.generate import BatchGenerator
 
     t0 = time.perf_counter()
-    gen = BatchGenerator(loaded.model, completion_batch_size=max(32, len(batch)), prefill_batch_size=min(8, len(batch)))
+    gen = BatchGenerator(loaded.model, completion_batch_size=max(32, len(batch)), prefill_batch_size=min(8, len(batch)),
+                         sampler=mlx_lm_sampler(temperature))
     gen.insert(batch, [n] * len(batch))
     total = 0
     while responses := gen.next_generated():
@@ -103,20 +114,20 @@ def mlx_lm_batch(loaded, batch, n):
     return total / (time.perf_counter() - t0)
 
 
-def engine_batch(engine, batch, n):
+def engine_batch(engine, batch, n, temperature=0.0):
     from mlxctl.engine.sampling import SamplingParams
 
     t0 = time.perf_counter()
-    streams = [engine.submit(p, SamplingParams(temperature=0.0, max_tokens=n, ignore_eos=True)) for p in batch]
+    streams = [engine.submit(p, SamplingParams(temperature=temperature, max_tokens=n, ignore_eos=True)) for p in batch]
     total = sum(s.collect().usage.completion_tokens for s in streams)
     return total / (time.perf_counter() - t0)
 
 
 def run_single(loaded, engines, prompt, args) -> dict:
-    n = args.max_tokens
-    bare = {"generate_step": lambda: bare_generate_step(loaded, prompt, n),
-            "stream_generate": lambda: stream_generate_tps(loaded, prompt, n)}
-    ours = {name: (lambda e=e: engine_single(e, prompt, n)) for name, e in engines.items()}
+    n, t = args.max_tokens, args.temperature
+    bare = {"generate_step": lambda: bare_generate_step(loaded, prompt, n, t),
+            "stream_generate": lambda: stream_generate_tps(loaded, prompt, n, t)}
+    ours = {name: (lambda e=e: engine_single(e, prompt, n, t)) for name, e in engines.items()}
     for fn in (*bare.values(), *ours.values()):
         fn()  # warm-up at the measured shape
     runs = {k: [] for k in (*bare, *ours)}
@@ -129,14 +140,15 @@ def run_single(loaded, engines, prompt, args) -> dict:
             got, tps = fn()
             runs[name].append(tps)
             same &= ref == got
-    return summarise(runs, same)
+    return summarise(runs, same if t == 0 else None)  # sampled replies differ by design
 
 
 def run_batch(loaded, engines, concurrency: int, args) -> dict:
     """Each round gives every contender the same new prompts: no engine's prefix cache holds
     them (mlx-lm's batch generator has none), so both prefill every prompt in full."""
-    fns = {"batch_generator": lambda batch: mlx_lm_batch(loaded, batch, args.max_tokens),
-           **{name: (lambda batch, e=e: engine_batch(e, batch, args.max_tokens)) for name, e in engines.items()}}
+    n, t = args.max_tokens, args.temperature
+    fns = {"batch_generator": lambda batch: mlx_lm_batch(loaded, batch, n, t),
+           **{name: (lambda batch, e=e: engine_batch(e, batch, n, t)) for name, e in engines.items()}}
     seeds = iter(range(1, 1 << 30))
     for fn in fns.values():
         fn(prompts(loaded, args.prompt_tokens, concurrency, next(seeds)))
@@ -234,7 +246,7 @@ def provenance(args, loaded) -> dict:
     import mlx_lm
 
     return {"model": loaded.name, "dtype": args.dtype, "prompt_tokens": args.prompt_tokens,
-            "max_tokens": args.max_tokens, "reps": args.reps, "device": str(mx.default_device()),
+            "max_tokens": args.max_tokens, "temperature": args.temperature, "reps": args.reps, "device": str(mx.default_device()),
             "mlx": mx.__version__, "mlx_lm": mlx_lm.__version__, "machine": platform.machine(),
             "command": " ".join(sys.argv)}
 

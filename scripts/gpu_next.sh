@@ -11,6 +11,11 @@
 #            setting a process (all in one ran out of memory at 64 streams on an H100, 2026-12-06).
 #   PART=19h: a hybrid model (Qwen3.5-35B-A3B shape, 4-bit) at 4 and 8 streams with batches
 #            speculating, and with only a lone request speculating (max_rows=1), against off.
+#   PART=19t: the Llama-3.2-1B shape sampled at temperature 1 (replies are random text, so prompt
+#            lookup rarely drafts: the cost of trying) at 1, 4, 16 and 64 streams, on and off.
+#   PART=19s: the real SmolLM2 (carry .gpu-w2; /tmp/w1 from `PART=1 bash scripts/gpu_speculative.sh`
+#            with .gpu-w1 carried): the edit-like prompt and the agent transcript, one request,
+#            against the bare generate_step loop.
 # 2026-12-06: an H100 ran PART=19 and 18 at 146f880, PART=20 at 0caf69b (issue 20 closed). Next:
 # PART=19 (now with a hybrid model's batches speculating), on the H200 if one comes; for issue 18,
 # scripts/gpu_profile_serve.sh and gpu_ab.sh pair BOTH_ORDERS=1 are the tools (benchmarks.md,
@@ -33,6 +38,16 @@ case ${PART:-19} in
   timeout 240 $PY scripts/bench_engine.py --model "$H" --dtype native --prompt-tokens 512 --max-tokens 128 \
     --concurrency 4,8 --reps 2 --variant spec:speculative=ngram --variant spec1:speculative=ngram,max_rows=1 \
     --json > "$OUT/spec_hybrid.json" 2> "$OUT/spec_hybrid.log" ;;
+19t)
+  timeout 300 $PY scripts/bench_engine.py --model "$M" --dtype native --prompt-tokens 512 --max-tokens 128 \
+    --temperature 1 --concurrency 4,16,64 --reps 2 --variant spec:speculative=ngram --json \
+    > "$OUT/spec_t1.json" 2> "$OUT/spec_t1.log" ;;
+19s)
+  S=/tmp/smollm2; mkdir -p "$S" && cp .gpu-home/models/smollm2-135m/* "$S"/ && cat /tmp/w1 .gpu-w2/part > "$S/model.safetensors"
+  timeout 200 $PY scripts/bench_speculative.py --model "$S" --reps 3 --draft 8,16 --json \
+    > "$OUT/smol_edit.json" 2> "$OUT/smol_edit.log"
+  timeout 150 $PY scripts/bench_speculative.py --model "$S" --reps 3 --draft 8 \
+    --transcript docs/workloads/agent_transcript.json --json > "$OUT/smol_transcript.json" 2> "$OUT/smol_transcript.log" ;;
 18)
   OUT=$OUT/ab HTTP_CONC=64,256 REPS=3 timeout 280 bash scripts/gpu_ab.sh pair > "$OUT/ab.log" 2>&1
   OUT=$OUT MODEL=$M CONC=64,256 REPS=2 timeout 250 bash scripts/gpu_table.sh engine > "$OUT/table.log" 2>&1 ;;
