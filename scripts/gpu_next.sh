@@ -11,6 +11,11 @@
 #            setting a process (all in one ran out of memory at 64 streams on an H100, 2026-12-06).
 #   PART=19h: a hybrid model (Qwen3.5-35B-A3B shape, 4-bit) at 4 and 8 streams with batches
 #            speculating, and with only a lone request speculating (max_rows=1), against off.
+#   PART=19l: the same with a hybrid model whose recurrent layers run on CUDA at speed (LFM2-1.2B's
+#            short convolutions; mlx-lm's gated-delta layers of Qwen3.5/Qwen3-Next loop per token
+#            on CUDA, so PART=19h did not finish its single stream in 240 s on an H100), greedy
+#            (random weights loop: drafts are taken whole) and at temperature 0.6 (rows keep
+#            different counts, so rejected drafts are undone row by row).
 #   PART=19t: the Llama-3.2-1B shape sampled at temperature 1 (replies are random text, so prompt
 #            lookup rarely drafts: the cost of trying) at 1, 4, 16 and 64 streams, on and off.
 #   PART=19s: the real SmolLM2 (carry .gpu-w2; /tmp/w1 from `PART=1 bash scripts/gpu_speculative.sh`
@@ -38,6 +43,12 @@ case ${PART:-19} in
   timeout 240 $PY scripts/bench_engine.py --model "$H" --dtype native --prompt-tokens 512 --max-tokens 128 \
     --concurrency 4,8 --reps 2 --variant spec:speculative=ngram --variant spec1:speculative=ngram,max_rows=1 \
     --json > "$OUT/spec_hybrid.json" 2> "$OUT/spec_hybrid.log" ;;
+19l)
+  for T in 0 0.6; do
+    timeout 270 $PY scripts/bench_engine.py --model lfm2-1.2b --load-format dummy --dtype bfloat16 --prompt-tokens 512 \
+      --max-tokens 128 --temperature $T --concurrency 4,8,16 --reps 2 --variant spec:speculative=ngram \
+      --variant spec1:speculative=ngram,max_rows=1 --json > "$OUT/spec_lfm2_t$T.json" 2> "$OUT/spec_lfm2_t$T.log"
+  done ;;
 19t)
   timeout 300 $PY scripts/bench_engine.py --model "$M" --dtype native --prompt-tokens 512 --max-tokens 128 \
     --temperature 1 --concurrency 4,16,64 --reps 2 --variant spec:speculative=ngram --json \

@@ -90,11 +90,19 @@ QWEN3_5_35B_A3B = {  # Qwen/Qwen3.5-35B-A3B's text tower: 34.7B, bf16 (69 GB; th
     },
 }
 QWEN3_5_35B_A3B_4BIT = dict(QWEN3_5_35B_A3B, quantization={"group_size": 64, "bits": 4})
+_LFM2_FULL = (2, 5, 8, 10, 12, 14)
+LFM2_1_2B = {  # LiquidAI/LFM2-1.2B: 10 short-convolution layers (a small recurrent state) among 6 attention ones
+    "model_type": "lfm2", "vocab_size": 65536, "hidden_size": 2048, "num_hidden_layers": 16,
+    "num_attention_heads": 32, "num_key_value_heads": 8, "max_position_embeddings": 128000, "norm_eps": 1e-5,
+    "conv_bias": False, "conv_L_cache": 3, "block_dim": 2048, "block_ff_dim": 12288, "block_multiple_of": 256,
+    "block_ffn_dim_multiplier": 1.0, "block_auto_adjust_ff_dim": True, "rope_theta": 1000000.0,
+    "layer_types": ["full_attention" if i in _LFM2_FULL else "conv" for i in range(16)],
+}
 PRESETS = {"llama-3.2-1b": LLAMA_3_2_1B, "llama-3.1-8b": LLAMA_3_1_8B, "llama-3.1-8b-4bit": LLAMA_3_1_8B_4BIT,
            "smollm2-135m": SMOLLM2_135M, "qwen3-moe-small": QWEN3_MOE_SMALL,
            "qwen3-moe-medium": QWEN3_MOE_MEDIUM, "gpt-oss-20b": GPT_OSS_20B, "gemma3-12b": GEMMA3_12B,
            "qwen3-next-80b-a3b": QWEN3_NEXT_80B_A3B, "qwen3.5-35b-a3b": QWEN3_5_35B_A3B,
-           "qwen3.5-35b-a3b-4bit": QWEN3_5_35B_A3B_4BIT}
+           "qwen3.5-35b-a3b-4bit": QWEN3_5_35B_A3B_4BIT, "lfm2-1.2b": LFM2_1_2B}
 DEFAULT_PRESET = "llama-3.2-1b"
 
 

@@ -27,7 +27,8 @@ def test_every_preset_builds(smollm2):
 
     for name, config in PRESETS.items():
         small = dict(config, num_hidden_layers=1, hidden_size=64, intermediate_size=128, num_attention_heads=4,
-                     num_key_value_heads=2, head_dim=16, moe_intermediate_size=32, num_experts=4, num_experts_per_tok=2)
+                     num_key_value_heads=2, head_dim=16, moe_intermediate_size=32, num_experts=4, num_experts_per_tok=2,
+                     block_dim=64, block_ff_dim=128)
         assert build_model(small) is not None, name
 
 

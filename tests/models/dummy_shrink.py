@@ -9,7 +9,7 @@ import copy
 SMALL = {"hidden_size": 128, "intermediate_size": 128, "moe_intermediate_size": 64,
          "shared_expert_intermediate_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32,
          "linear_num_key_heads": 2, "linear_num_value_heads": 4, "linear_key_head_dim": 32,
-         "linear_value_head_dim": 32}
+         "linear_value_head_dim": 32, "block_dim": 128, "block_ff_dim": 128}
 EXPERT_COUNTS = ("num_experts", "num_local_experts")
 
 

@@ -1,4 +1,4 @@
-"""The dummy-weight presets of published models (gpt-oss, Gemma 3, Qwen3-Next, Qwen3.5): each
+"""The dummy-weight presets of published models (gpt-oss, Gemma 3, Qwen3-Next, Qwen3.5, LFM2): each
 parses with its mlx-lm module, a shrunken copy builds, runs and has the real cache mix, and the
 full-size ones have the published parameter counts, counted on lazy arrays (nothing drawn)."""
 
@@ -28,6 +28,7 @@ PUBLISHED = {
     "qwen3-next-80b-a3b": ("qwen3_next", [A] * 3 + [F], (79.0, 81.0)),
     "qwen3.5-35b-a3b": ("qwen3_5_moe", [A] * 3 + [F], (34.0, 35.5)),  # 35B with the vision tower
     "qwen3.5-35b-a3b-4bit": ("qwen3_5_moe", [A] * 3 + [F], (34.0, 35.5)),
+    "lfm2-1.2b": ("lfm2", [A, A, F, A, A, F, A, A, F, A, F, A, F, A, F], (1.15, 1.2)),  # 1.17B (model card)
 }
 READ_ELSEWHERE = {"quantization", "max_position_embeddings", "tie_word_embeddings"}  # dummy.py, context_length
 TOKENIZER_VOCAB = 49152  # SmolLM2's
