@@ -15,7 +15,10 @@ every contender, so the engine's prefix cache never serves them. Every shape is 
 ``--variant`` adds an engine with other settings on the same loaded model, measured in the same
 interleaved rounds (keys: prefill_chunk, max_prefilling, prefill_step_ms, pool_cap_bytes, speculative,
 num_draft_tokens, max_rows (the largest batch that speculates), kv_bits), so an engine setting is
-compared side by side, e.g. ``--variant clear-always:pool_cap_bytes=0``.
+compared side by side, e.g. ``--variant clear-always:pool_cap_bytes=0``. Two keys change the load
+instead (at concurrency C): ``arrival_ms=T`` submits the C requests spread evenly over T ms, as a
+burst reaches a server one by one; ``gil_busy_pct=P`` runs a thread of pure Python holding the
+GIL P% of the time (1 ms bursts) while the batch runs, as a server's event loop does.
 """
 
 from __future__ import annotations
@@ -114,13 +117,47 @@ def mlx_lm_batch(loaded, batch, n, temperature=0.0):
     return total / (time.perf_counter() - t0)
 
 
-def engine_batch(engine, batch, n, temperature=0.0):
+def engine_batch(engine, batch, n, temperature=0.0, load=None):
     from mlxctl.engine.sampling import SamplingParams
 
+    load = load or {}
+    arrival = load.get("arrival_ms", 0) / 1000 / max(1, len(batch) - 1)
+    busy = GilBusy(load["gil_busy_pct"]) if load.get("gil_busy_pct") else None
     t0 = time.perf_counter()
-    streams = [engine.submit(p, SamplingParams(temperature=temperature, max_tokens=n, ignore_eos=True)) for p in batch]
+    streams = []
+    for i, p in enumerate(batch):
+        if arrival and i:
+            time.sleep(max(0.0, t0 + i * arrival - time.perf_counter()))
+        streams.append(engine.submit(p, SamplingParams(temperature=temperature, max_tokens=n, ignore_eos=True)))
     total = sum(s.collect().usage.completion_tokens for s in streams)
-    return total / (time.perf_counter() - t0)
+    elapsed = time.perf_counter() - t0
+    if busy:
+        busy.stop()
+    return total / elapsed
+
+
+class GilBusy:
+    """A thread that runs pure Python (holding the GIL) ``pct`` percent of the time, in 1 ms
+    bursts: what a server's event loop takes from the engine thread (``gil_busy_pct``)."""
+
+    def __init__(self, pct: int) -> None:
+        import threading
+
+        self.busy, self.idle = 0.001, 0.001 * (100 - pct) / pct
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._done.is_set():
+            end = time.perf_counter() + self.busy
+            while time.perf_counter() < end:
+                pass
+            time.sleep(self.idle)
+
+    def stop(self) -> None:
+        self._done.set()
+        self._thread.join()
 
 
 def run_single(loaded, engines, prompt, args) -> dict:
@@ -148,7 +185,7 @@ def run_batch(loaded, engines, concurrency: int, args) -> dict:
     them (mlx-lm's batch generator has none), so both prefill every prompt in full."""
     n, t = args.max_tokens, args.temperature
     fns = {"batch_generator": lambda batch: mlx_lm_batch(loaded, batch, n, t),
-           **{name: (lambda batch, e=e: engine_batch(e, batch, n, t)) for name, e in engines.items()}}
+           **{name: (lambda batch, e=e: engine_batch(e, batch, n, t, LOADS.get(name))) for name, e in engines.items()}}
     seeds = iter(range(1, 1 << 30))
     for fn in fns.values():
         fn(prompts(loaded, args.prompt_tokens, concurrency, next(seeds)))
@@ -158,6 +195,9 @@ def run_batch(loaded, engines, concurrency: int, args) -> dict:
         for name, fn in fns.items():
             runs[name].append(fn(batch))
     return summarise(runs, None)
+
+
+LOADS: dict[str, dict] = {}  # a variant's arrival_ms and gil_busy_pct: how its requests arrive, not engine settings
 
 
 def engine_configs(args, sizes: list[int]) -> dict:
@@ -185,11 +225,14 @@ def engine_configs(args, sizes: list[int]) -> dict:
                 from mlxctl.engine.kv_config import KVQuant
 
                 engine["kv"] = KVQuant(int(value), 64)
+            elif key in ("arrival_ms", "gil_busy_pct"):
+                LOADS.setdefault(f"engine[{name}]", {})[key] = int(value)
             elif key in ("speculative", "num_draft_tokens", "max_rows"):
                 speculation["mode" if key == "speculative" else key] = value if key == "speculative" else int(value)
             else:
                 raise SystemExit(f"--variant {spec}: unknown setting {key!r} (prefill_chunk, max_prefilling, "
-                                 "prefill_step_ms, pool_cap_bytes, speculative, num_draft_tokens, max_rows, kv_bits)")
+                                 "prefill_step_ms, pool_cap_bytes, speculative, num_draft_tokens, max_rows, kv_bits, "
+                                 "arrival_ms, gil_busy_pct)")
         configs[f"engine[{name}]"] = dataclasses.replace(
             base, scheduler=dataclasses.replace(base.scheduler, **scheduler),
             speculation=dataclasses.replace(base.speculation, **speculation), **engine)

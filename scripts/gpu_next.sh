@@ -7,6 +7,9 @@
 #            and (issue 18) what a new prefill shape costs on first use, fused and unfused.
 #   PART=18: issue 18: both builds' daemons interleaved at 64 and 256 streams (gpu_ab.sh pair,
 #            OLD=.old carried), then the in-process table at 64 and 256 on the same machine.
+#   PART=18d: issue 18's HTTP gap taken apart in process: the engine at 64 streams with a thread
+#            holding the GIL 25% and 40% of the time (the daemon's loop held it 21%), and with the
+#            64 requests arriving over 250 ms (as they reached the daemon's engine), beside the plain run.
 #   PART=20: issue 20: --kv-bits 8 and 4 against 16-bit KV at 16 and 64 streams (8B 4-bit), one
 #            setting a process (all in one ran out of memory at 64 streams on an H100, 2026-12-06).
 #   PART=19h: a hybrid model (Qwen3.5-35B-A3B shape, 4-bit) at 4 and 8 streams with batches
@@ -59,6 +62,10 @@ case ${PART:-19} in
     > "$OUT/smol_edit.json" 2> "$OUT/smol_edit.log"
   timeout 150 $PY scripts/bench_speculative.py --model "$S" --reps 3 --draft 8 \
     --transcript docs/workloads/agent_transcript.json --json > "$OUT/smol_transcript.json" 2> "$OUT/smol_transcript.log" ;;
+18d)
+  timeout 400 $PY scripts/bench_engine.py --model "$M" --dtype native --prompt-tokens 512 --max-tokens 128 \
+    --concurrency 64 --reps 4 --variant gil25:gil_busy_pct=25 --variant gil40:gil_busy_pct=40 \
+    --variant arrive250:arrival_ms=250 --json > "$OUT/gap.json" 2> "$OUT/gap.log" ;;
 18)
   OUT=$OUT/ab HTTP_CONC=64,256 REPS=3 timeout 280 bash scripts/gpu_ab.sh pair > "$OUT/ab.log" 2>&1
   OUT=$OUT MODEL=$M CONC=64,256 REPS=2 timeout 250 bash scripts/gpu_table.sh engine > "$OUT/table.log" 2>&1 ;;
