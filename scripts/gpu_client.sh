@@ -22,7 +22,10 @@ bench "$OUT/warm.json" 64  # the daemon's first shapes
 TIMEFORMAT='%U %S %R'
 for r in $(seq "${ROUNDS:-3}"); do
   { time bench "$OUT/one_r$r.json" 64; } 2> "$OUT/one_r${r}_cpu.txt"
-  { time { bench "$OUT/two_a_r$r.json" 32 & bench "$OUT/two_b_r$r.json" 32 & wait; }; } 2> "$OUT/two_r${r}_cpu.txt"
+  # wait for the two clients by pid: a bare `wait` also waits for the daemon, for ever (it hung
+  # the first run of this script on an H200, 2026-12-06)
+  { time { bench "$OUT/two_a_r$r.json" 32 & a=$!; bench "$OUT/two_b_r$r.json" 32 & b=$!; wait $a $b; }; } \
+    2> "$OUT/two_r${r}_cpu.txt"
 done
 pkill -f "mlxctl serve"; while pgrep -f "mlxctl serve" >/dev/null; do sleep 1; done
 timeout 200 $PY scripts/bench_engine.py --model "$MODEL" --dtype native --prompt-tokens 512 --max-tokens 128 \

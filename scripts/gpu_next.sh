@@ -10,6 +10,10 @@
 #   PART=18d: issue 18's HTTP gap taken apart in process: the engine at 64 streams with a thread
 #            holding the GIL 25% and 40% of the time (the daemon's loop held it 21%), and with the
 #            64 requests arriving over 250 ms (as they reached the daemon's engine), beside the plain run.
+#   PART=18b: bucketed prefill attention (MLXCTL_ATTENTION_BUCKETS=1, 2026-12-06, unmeasured when
+#            written): the first-use probe over lengths within one bucket, exact and bucketed; then
+#            two daemons of this build, one with buckets, interleaved by bench-serve over a sweep of
+#            prompt lengths (every length a new shape without buckets).
 #   PART=20: issue 20: --kv-bits 8 and 4 against 16-bit KV at 16 and 64 streams (8B 4-bit), one
 #            setting a process (all in one ran out of memory at 64 streams on an H100, 2026-12-06).
 #   PART=19h: a hybrid model (Qwen3.5-35B-A3B shape, 4-bit) at 4 and 8 streams with batches
@@ -62,6 +66,19 @@ case ${PART:-19} in
     > "$OUT/smol_edit.json" 2> "$OUT/smol_edit.log"
   timeout 150 $PY scripts/bench_speculative.py --model "$S" --reps 3 --draft 8 \
     --transcript docs/workloads/agent_transcript.json --json > "$OUT/smol_transcript.json" 2> "$OUT/smol_transcript.log" ;;
+18b)
+  for mode in "" --buckets; do
+    timeout 90 $PY scripts/probe_prefill.py --model "$M" --rows 1,4 --lengths 400,430,460,490,510 $mode \
+      > "$OUT/probe_buckets${mode:+_on}.txt" 2>&1
+  done
+  $PY -m mlxctl serve -m "$M" --dtype native --max-num-seqs 256 --port 8080 --served-model-name l 2> "$OUT/serve_off.log" &
+  MLXCTL_ATTENTION_BUCKETS=1 $PY -m mlxctl serve -m "$M" --dtype native --max-num-seqs 256 --port 8082 \
+    --served-model-name l 2> "$OUT/serve_on.log" &
+  for _ in $(seq 120); do curl -sf localhost:8080/health >/dev/null && curl -sf localhost:8082/health >/dev/null && break; sleep 1; done
+  timeout 300 $PY -m mlxctl bench-serve --url http://127.0.0.1:8080 -m l --url http://127.0.0.1:8082 -m l \
+    --prompt-tokens 180,300,420,540,660,780 --output-tokens 64 -c 16 -n 32 --warmup 0 --repeats 2 --json \
+    > "$OUT/buckets_serve.json" 2> "$OUT/buckets_serve.log"
+  pkill -f "mlxctl serve"; while pgrep -f "mlxctl serve" >/dev/null; do sleep 1; done ;;
 18d)
   timeout 400 $PY scripts/bench_engine.py --model "$M" --dtype native --prompt-tokens 512 --max-tokens 128 \
     --concurrency 64 --reps 4 --variant gil25:gil_busy_pct=25 --variant gil40:gil_busy_pct=40 \

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """What a new prefill shape costs on first use, fused attention against unfused (issue 18).
 
-  python scripts/probe_prefill.py --model PATH [--rows 1,2,3,5,8] [--lengths 512,384,448] [--unfused]
+  python scripts/probe_prefill.py --model PATH [--rows 1,2,3,5,8] [--lengths 512,384,448] [--unfused | --buckets]
 
 On MLX's CUDA backend attention over more than one query goes through cuDNN, whose graph is
 built per shape (issue 19 measured ~40 ms a build for verify passes). Prefill passes have many
@@ -9,13 +9,16 @@ shapes too: the rows of a prefill group and the chunk's length vary with what ar
 (rows, length) this runs one forward pass into a fresh cache twice and prints both times: the
 first pays for whatever is built for that shape, the second shows the pass itself. With
 ``--unfused`` every multi-query pass goes through mlxctl's unfused attention
-(models/short_attention.py, its query limit lifted), which builds nothing per shape.
+(models/short_attention.py, its query limit lifted), which builds nothing per shape. With
+``--buckets`` prefill passes run on their shapes rounded up (``MLXCTL_ATTENTION_BUCKETS=1``), so
+lengths within one bucket (e.g. ``--lengths 400,450,500``) should pay for one build between them.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -31,12 +34,16 @@ def main() -> None:
     p.add_argument("--rows", default="1,2,3,5,8")
     p.add_argument("--lengths", default="512,384,448")
     p.add_argument("--unfused", action="store_true", help="every multi-query pass unfused (no per-shape build)")
+    p.add_argument("--buckets", action="store_true", help="prefill passes on shapes rounded up (MLXCTL_ATTENTION_BUCKETS=1)")
     args = p.parse_args()
-    if args.unfused:
+    if args.unfused or args.buckets:
         sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
         from mlxctl.models import short_attention
 
-        short_attention.MAX_QUERIES = 1 << 20
+        if args.unfused:
+            short_attention.MAX_QUERIES = 1 << 20
+        else:
+            os.environ[short_attention.BUCKETS_ENV] = "1"
         short_attention.install("cuda")
     model, _ = load_model(Path(args.model))
     vocab = model.args.vocab_size

@@ -14,9 +14,11 @@ the tokens so far this is the standard rule (accept draft ``x`` with probability
 draw from ``p`` without ``x``), so every token comes from the distribution plain decoding draws
 it from; a greedy or seeded request emits the very tokens it would without speculation.
 
-Where it runs (this release): a decode batch of one request, with plain (trimmable) KV caches,
-no structured-output grammar and no images; anything else decodes as before. Each speculative
-step waits for its tokens before the next is queued (the draft depends on them).
+Where it runs: decode batches of up to ``max_rows`` requests (one on MLX's CPU backend), on KV
+caches that can be cut and on recurrent layers whose state is restored and brought forward over
+the kept tokens (engine/speculative_step.py), with or without a structured-output grammar, and
+no images; anything else decodes as before (docs/speculative.md). Each speculative step waits
+for its tokens before the next is queued (the draft depends on them).
 """
 
 from __future__ import annotations

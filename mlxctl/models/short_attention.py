@@ -11,16 +11,31 @@ Here a pass of at most ``MAX_QUERIES`` queries on CUDA is computed as plain matm
 softmax (the same arithmetic, kernels that take any shape); longer passes (prefill chunks), one
 query, attention sinks and every other backend keep MLX's fused call. It is installed once, on
 CUDA only, when a model is loaded (generation.py).
+
+Prefill passes meet the same per-shape cost: a server's prompts have many lengths, so most
+requests bring a new (rows, queries, keys) shape. MLX keeps 256 built graphs
+(``MLX_CUDA_SDPA_CACHE_SIZE``) and, by default, raises "Cache thrashing is happening" once it has
+missed more than twice that many times in a process (its ``backend/cuda/lru_cache.h``): a daemon
+would fail every new shape after its 512th. Installing turns that check off
+(``MLX_ENABLE_CACHE_THRASHING_CHECK=0``, unless the environment sets it), so an evicted shape is
+built again instead. With ``MLXCTL_ATTENTION_BUCKETS=1`` (off by default: not yet measured on a
+GPU), a prefill pass also runs on its shape rounded up, queries to a multiple of
+``QUERY_BUCKET`` and keys to one of ``KEY_BUCKET``, the padding hidden by the mask, so prompts of
+nearby lengths share built graphs.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import mlx.core as mx
 
 MAX_QUERIES = 32  # a verify pass is the draft plus one; prefill chunks are longer
 MAX_SCORES = 1 << 27  # score elements an unfused pass may build (512 MiB in float32)
+QUERY_BUCKET = 128  # a bucketed prefill pass's queries: a multiple of this
+KEY_BUCKET = 256  # and its keys (the KV cache grows in steps of 256 too)
+BUCKETS_ENV = "MLXCTL_ATTENTION_BUCKETS"
 
 _FUSED = mx.fast.scaled_dot_product_attention
 
@@ -57,18 +72,68 @@ def wants_unfused(queries: int, sinks: Any, scores: int = 0) -> bool:
     return 1 < queries <= MAX_QUERIES and sinks is None and scores <= MAX_SCORES
 
 
+def _round_up(n: int, step: int) -> int:
+    return -(-n // step) * step
+
+
+def bucketed_attention(q: mx.array, k: mx.array, v: mx.array, scale: float, mask: Any = None) -> mx.array:
+    """MLX's fused attention on the shape rounded up: queries to a multiple of ``QUERY_BUCKET``,
+    keys and values to one of ``KEY_BUCKET``, zeros in the padding. The mask becomes one
+    additive array (what the fused call makes of a boolean one) that hides the padded keys and
+    keeps the given one ("causal": each query sees the keys up to its own position, the queries
+    being the last positions; a boolean or additive array). Padded queries see every real key
+    and are dropped from the output; a masked score is the lowest finite value, as
+    :func:`unfused_attention` keeps a query that may see no key finite."""
+    b, heads, n, _ = q.shape
+    keys = k.shape[2]
+    n_pad, k_pad = _round_up(n, QUERY_BUCKET) - n, _round_up(keys, KEY_BUCKET) - keys
+    real_key = mx.arange(keys + k_pad) < keys
+    if isinstance(mask, str):
+        mask = mx.arange(keys - n, keys)[:, None] >= mx.arange(keys)[None]
+    if mask is None:
+        allowed = mx.broadcast_to(real_key, (1, 1, n + n_pad, keys + k_pad))
+        bias = mx.where(allowed, mx.array(0, q.dtype), mx.array(mx.finfo(q.dtype).min, q.dtype))
+    else:
+        mask = mask.reshape((1,) * (4 - mask.ndim) + mask.shape)
+        low = mx.array(mx.finfo(q.dtype).min, q.dtype)
+        bias = mx.where(mask, mx.array(0, q.dtype), low) if mask.dtype == mx.bool_ else mask.astype(q.dtype)
+        bias = mx.broadcast_to(bias, (*bias.shape[:2], n, keys))
+        bias = mx.pad(bias, [(0, 0), (0, 0), (0, n_pad), (0, k_pad)])  # padded rows: 0 (they see all)
+        bias = mx.where(real_key, bias, low)
+    pad = [(0, 0), (0, 0), (0, k_pad), (0, 0)]
+    out = _FUSED(mx.pad(q, [(0, 0), (0, 0), (0, n_pad), (0, 0)]), mx.pad(k, pad), mx.pad(v, pad),
+                 scale=scale, mask=bias)
+    return out[:, :, :n]
+
+
+def wants_buckets(queries: int, sinks: Any, rows: int, keys: int) -> bool:
+    """A prefill pass (more than ``MAX_QUERIES`` queries, no attention sinks) whose rounded-up
+    mask (rows x queries x keys) stays within ``MAX_SCORES`` elements, with buckets turned on."""
+    return (_BUCKETS and queries > MAX_QUERIES and sinks is None
+            and rows * _round_up(queries, QUERY_BUCKET) * _round_up(keys, KEY_BUCKET) <= MAX_SCORES)
+
+
 def _attention(q: mx.array, k: mx.array, v: mx.array, *, scale: float, mask: Any = None,
                sinks: Any = None, **kwargs: Any) -> mx.array:
     b, heads, queries, _ = q.shape
     if not kwargs and wants_unfused(queries, sinks, b * heads * queries * k.shape[2]):
         return unfused_attention(q, k, v, scale, mask)
+    if not kwargs and wants_buckets(queries, sinks, b, k.shape[2]):
+        return bucketed_attention(q, k, v, scale, mask)
     return _FUSED(q, k, v, scale=scale, mask=mask, sinks=sinks, **kwargs)
 
 
+_BUCKETS = False  # set by install from MLXCTL_ATTENTION_BUCKETS
+
+
 def install(backend: str) -> bool:
-    """On CUDA, route short multi-query attention through :func:`unfused_attention` (once; a
-    no-op elsewhere). True when it is in place."""
+    """On CUDA, route short multi-query attention through :func:`unfused_attention`, prefill
+    passes through :func:`bucketed_attention` where ``MLXCTL_ATTENTION_BUCKETS=1``, and turn
+    MLX's graph-cache thrashing check off (once; a no-op elsewhere). True when it is in place."""
+    global _BUCKETS
     if backend != "cuda":
         return False
+    os.environ.setdefault("MLX_ENABLE_CACHE_THRASHING_CHECK", "0")  # read when a thread first attends
+    _BUCKETS = os.environ.get(BUCKETS_ENV, "0") not in ("", "0")
     mx.fast.scaled_dot_product_attention = _attention
     return True

@@ -3,6 +3,8 @@ computes what MLX's fused call does, for every mask form the models hand it; whe
 
 from __future__ import annotations
 
+import os
+
 import mlx.core as mx
 import pytest
 
@@ -118,3 +120,76 @@ def test_a_batched_prefill_of_prompts_of_different_lengths_decodes_as_with_the_f
     assert short_attention.install("cuda")
     assert together() == fused
     assert any(shape[0] == 2 for shape in calls)  # the two prompts went through it as one padded batch
+
+
+# --- bucketed prefill attention (MLXCTL_ATTENTION_BUCKETS=1) and MLX's thrashing check ---
+
+@pytest.mark.parametrize("queries,keys", [(40, 40), (40, 300), (130, 130), (200, 513), (256, 512)])
+def test_a_bucketed_pass_matches_the_fused_call_for_every_mask_form(queries, keys):
+    q, k, v = qkv(queries, keys)
+    left = mx.arange(keys)[None, None, None, :] >= mx.array([0, 5])[:, None, None, None]  # per-row padding
+    causal = mx.arange(keys - queries, keys)[:, None] >= mx.arange(keys)[None]
+    for mask in ("causal", None, causal, left & causal, mx.where(left & causal, 0.0, -1e9)):
+        got = short_attention.bucketed_attention(q, k, v, 0.125, mask)
+        want = short_attention._FUSED(q, k, v, scale=0.125, mask=mask)
+        assert got.shape == want.shape and not mx.isnan(got).any().item()
+        sees_a_key = (left & causal).any(-1) if queries == keys else mx.ones((2, 1, queries), mx.bool_)
+        close = mx.abs(got - want).max(-1) < 1e-5  # (batch, heads, queries)
+        assert mx.all(close | ~sees_a_key).item()  # a query that may see no key: finite, its value unused
+
+
+def test_prompts_of_nearby_lengths_reach_the_fused_call_in_one_shape(monkeypatch):
+    seen = []
+    real = short_attention._FUSED
+    monkeypatch.setattr(short_attention, "_FUSED", lambda q, k, v, **kw: seen.append((q.shape, k.shape)) or real(q, k, v, **kw))
+    for n in (33, 70, 127, 128):
+        q, k, v = qkv(n, n)
+        short_attention.bucketed_attention(q, k, v, 0.1, "causal")
+    assert {shape for shape in seen} == {((2, 8, 128, 32), (2, 2, 256, 32))}
+
+
+def test_buckets_are_off_unless_asked_and_install_turns_the_thrashing_check_off(monkeypatch):
+    monkeypatch.setattr(mx.fast, "scaled_dot_product_attention", short_attention._FUSED)
+    monkeypatch.setattr(short_attention, "_BUCKETS", False)
+    monkeypatch.delenv(short_attention.BUCKETS_ENV, raising=False)
+    monkeypatch.delenv("MLX_ENABLE_CACHE_THRASHING_CHECK", raising=False)
+    assert short_attention.install("cuda")
+    assert os.environ["MLX_ENABLE_CACHE_THRASHING_CHECK"] == "0"
+    assert not short_attention.wants_buckets(512, None, 1, 512)
+    monkeypatch.setenv(short_attention.BUCKETS_ENV, "1")
+    monkeypatch.setenv("MLX_ENABLE_CACHE_THRASHING_CHECK", "1")  # a user's own setting stands
+    assert short_attention.install("cuda")
+    assert os.environ["MLX_ENABLE_CACHE_THRASHING_CHECK"] == "1"
+    assert [short_attention.wants_buckets(n, None, 1, 600) for n in (1, 32, 33, 4096)] == [False, False, True, True]
+    assert not short_attention.wants_buckets(512, mx.zeros((8,)), 1, 600)  # attention sinks: as before
+    assert not short_attention.wants_buckets(4096, None, 8, 32768)  # its mask would exceed MAX_SCORES
+
+
+def test_the_engine_decodes_the_same_greedy_tokens_with_prefill_buckets(monkeypatch):
+    """Prompts of different lengths prefilled together, and one long enough for chunks after a
+    cached prefix (a continuation chunk's keys include the cache): the same tokens as MLX's
+    fused call on the exact shapes."""
+    from mlxctl.engine.engine import Engine, EngineConfig
+    from mlxctl.engine.sampling import SamplingParams
+    from mlxctl.engine.scheduler import SchedulerConfig
+    from tests.engine.tiny import tiny_loaded
+
+    prompts = [[(i * 7 + 3) % 60 for i in range(n)] for n in (45, 90, 37, 300)]
+    params = SamplingParams(temperature=0, max_tokens=10)
+    config = EngineConfig(SchedulerConfig(prefill_chunk=128))
+
+    def together():
+        with Engine(lambda: tiny_loaded(), config) as engine:
+            return [s.collect().token_ids for s in [engine.submit(p, params) for p in prompts]]
+
+    fused = together()
+    monkeypatch.setattr(mx.fast, "scaled_dot_product_attention", short_attention._FUSED)
+    monkeypatch.setattr(short_attention, "_BUCKETS", False)
+    monkeypatch.setenv(short_attention.BUCKETS_ENV, "1")
+    monkeypatch.delenv("MLX_ENABLE_CACHE_THRASHING_CHECK", raising=False)
+    calls = []
+    real = short_attention.bucketed_attention
+    monkeypatch.setattr(short_attention, "bucketed_attention", lambda *a: calls.append(a[0].shape) or real(*a))
+    assert short_attention.install("cuda")
+    assert together() == fused
+    assert len(calls) > 2 and any(shape[0] > 1 for shape in calls)  # batched and chunked prefills went through it
