@@ -2,7 +2,7 @@
 """What undoing a rejected draft costs: trimming (attention caches) against restoring and replaying
 (recurrent state), in the engine, one request (issue 19).
 
-  python scripts/bench_replay.py [--hidden 512] [--layers 8] [--max-tokens 96] [--draft 4] [--reps 3]
+  python scripts/bench_replay.py [--hidden 512] [--layers 8] [--max-tokens 96] [--draft 4] [--reps 3] [--batch N]
 
 Two random-weight models of the same size: a llama (every layer attention: a rejected draft is
 cut off the cache) and a Qwen3.5-style hybrid (linear-attention layers with recurrent state and a
@@ -14,6 +14,11 @@ running the kept tokens through the whole model, the engine's way before mixer r
 drafts are fed to the engine's ngram proposer, so everything
 else is the product's path. Prints decode tok/s per round (interleaved), the medians, and the
 replies' agreement with the plain one.
+
+With ``--batch N`` N requests run at once (each its own prompt; speculation allowed for N rows)
+and the rate is all their tokens over the wall time. "wrong" then gets row r's draft wrong at
+position 1 + r % (draft - 1), so the rows keep different counts every step: the undo by the
+mixers alone, each row told its length, against the whole model right-padded ("wrong-whole").
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import argparse
 import json
 import statistics
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -58,6 +64,7 @@ def main() -> int:
     p.add_argument("--max-tokens", type=int, default=96)
     p.add_argument("--draft", type=int, default=4)
     p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--batch", type=int, default=1, help="requests at once (rows keep different counts)")
     args = p.parse_args()
     if args.layers < 4:
         p.error("--layers must be at least 4: the hybrid model has one attention layer in four")
@@ -70,24 +77,35 @@ def main() -> int:
     from mlxctl.models.dummy import build_model
     from mlxctl.models.loader import LoadedModel
 
-    prompt = [(7 * i) % 97 + 3 for i in range(64)]
+    prompts = [[(7 * i + 13 * r) % 97 + 3 for i in range(64)] for r in range(args.batch)]
     params = SamplingParams(temperature=0, max_tokens=args.max_tokens)
-    plain_reply: list[int] = []
+    plain_replies: list[list[int]] = []
     wrong = [False]
 
-    def propose(self, history, k):  # the plain reply's next tokens; the third one wrong if asked
-        draft = list(plain_reply[len(history) - len(prompt):][:k])
-        if wrong[0] and len(draft) >= 3:
-            draft[2] = (draft[2] + 1) % VOCAB
-        return draft
+    def propose(self, history, k):  # the plain reply's next tokens; one wrong if asked
+        for r, (prompt, reply) in enumerate(zip(prompts, plain_replies)):
+            if history[:len(prompt)] == prompt:
+                draft = list(reply[len(history) - len(prompt):][:k])
+                at = 2 if args.batch == 1 else 1 + r % max(1, args.draft - 1)
+                if wrong[0] and len(draft) > at:
+                    draft[at] = (draft[at] + 1) % VOCAB
+                return draft
+        return []
+
+    def run(engine):  # (tok/s, the replies)
+        t0 = time.perf_counter()
+        done = [s.collect() for s in [engine.submit(p, params) for p in prompts]]
+        if args.batch == 1:
+            return done[0].timings.decode_tps, [list(done[0].token_ids)]
+        return sum(len(d.token_ids) for d in done) / (time.perf_counter() - t0), [list(d.token_ids) for d in done]
 
     speculative.NgramProposer.propose = propose
     speculative.NgramProposer.likely = lambda self, prompt, generated: True  # every step drafts
     off = EngineConfig(prefix=PrefixConfig(enabled=False))
     on = EngineConfig(prefix=PrefixConfig(enabled=False), speculation=SpeculationConfig(
-        "ngram", args.draft, max_rows=1, measured=False))
+        "ngram", args.draft, max_rows=args.batch, measured=False))
     whole = EngineConfig(prefix=PrefixConfig(enabled=False), speculation=SpeculationConfig(
-        "ngram", args.draft, max_rows=1, measured=False, mixer_replay=False))
+        "ngram", args.draft, max_rows=args.batch, measured=False, mixer_replay=False))
     result = {}
     for arch, config in configs(args.hidden, args.layers).items():
         def load(config=config, arch=arch):  # on the engine's thread (its stream), the same seed for both engines
@@ -95,11 +113,11 @@ def main() -> int:
 
         engines = {"off": Engine(load, off).start(), "spec": Engine(load, on).start(),
                    "whole": Engine(load, whole).start()}
-        plain_reply[:] = list(engines["off"].submit(prompt, params).collect().token_ids)
+        plain_replies[:] = run(engines["off"])[1]
         for name in ("spec", "whole"):  # warm-up, both draft kinds
             for w in (False, True):
                 wrong[0] = w
-                engines[name].submit(prompt, params).collect()
+                run(engines[name])
         rates = {"off": [], "right": [], "wrong": [], "wrong-whole": []}
         same = {"right": True, "wrong": True, "wrong-whole": True}
         steps = {}
@@ -108,10 +126,10 @@ def main() -> int:
                                      ("wrong", engines["spec"], True), ("wrong-whole", engines["whole"], True)):
                 wrong[0] = w
                 before = engine.stats()["speculative"] if label != "off" else None
-                done = engine.submit(prompt, params).collect()
-                rates[label].append(round(done.timings.decode_tps, 1))
+                tps, replies = run(engine)
+                rates[label].append(round(tps, 1))
                 if label != "off":
-                    same[label] &= list(done.token_ids) == plain_reply
+                    same[label] &= replies == plain_replies
                     after = engine.stats()["speculative"]
                     steps[label] = {k: after[k] - before[k] for k in ("draft_tokens", "accepted_tokens")}
         for engine in engines.values():

@@ -55,16 +55,21 @@ class MixerTap:
         finally:
             _local.calls = None
 
-    def replay(self, kept: int, written: int, restored: list[Any]) -> bool:
-        """Call each recorded mixer again over its first ``kept`` of the ``written`` positions,
-        from the ``restored`` recurrent caches (put back by the caller). False, having called
-        nothing, where the recorded calls do not bring exactly those caches forward or one
-        cannot be cut that way (a mask over the positions, an input of another length, one passed
-        by name): the caller then runs the whole model over the kept tokens. The record is
-        cleared either way."""
+    def replay(self, kept: list[int], written: int, restored: list[Any]) -> bool:
+        """Call each recorded mixer again over the positions each row kept (``kept[i]`` of the
+        ``written``), from the ``restored`` recurrent caches (put back by the caller). Where rows
+        kept different counts, the mixers run over the longest, told each row's length as the
+        model tells them in a batch whose rows end apart: the caches' ``lengths``
+        (``ArraysCache.prepare``) and a mask of each row's real positions in the mixer's ``mask``
+        argument. False, having called nothing, where the recorded calls do not bring exactly
+        those caches forward or one cannot be cut that way (a mask over the positions already, an
+        input of another length, no ``mask`` argument where one is needed): the caller then runs
+        the whole model over the kept tokens. The record is cleared either way."""
         import mlx.core as mx
 
         calls, self.calls = self.calls, []
+        most, ragged = max(kept), min(kept) != max(kept)
+        mask = mx.arange(most)[None] < mx.array(kept)[:, None] if ragged else None
         cut, covered = [], []
         for module, args, kwargs in calls:
             if not args:
@@ -75,15 +80,40 @@ class MixerTap:
                     or any(isinstance(a, mx.array) for a in others):
                 return False
             covered += [a for a in others if _recurrent(a)]
-            cut.append((module, (first[:, :kept], *rest), kwargs))
+            args, kwargs = (first[:, :most], *rest), dict(kwargs)
+            if ragged and (args := _with_mask(module, args, kwargs, mask)) is None:
+                return False
+            cut.append((module, args, kwargs))
         if not cut or sorted(map(id, covered)) != sorted(map(id, restored)):
             return False
-        for module, args, kwargs in cut:
-            module(*args, **kwargs)
+        for c in restored if ragged else ():
+            c.prepare(lengths=kept)
+        try:
+            for module, args, kwargs in cut:
+                module(*args, **kwargs)
+        finally:
+            for c in restored if ragged else ():
+                c.finalize()
         return True
 
     def forget(self) -> None:
         self.calls = []
+
+
+def _with_mask(module: Any, args: tuple, kwargs: dict, mask: Any) -> tuple | None:
+    """``args`` with ``mask`` as the module's ``mask`` argument (in ``kwargs`` where it was
+    passed by name or not at all); None where its call takes no such argument."""
+    import inspect
+
+    call = type(module).__call__
+    names = list(inspect.signature(getattr(call, "__wrapped__", call)).parameters)[1:]  # after self
+    if "mask" not in names:
+        return None
+    at = names.index("mask")
+    if "mask" in kwargs or at >= len(args):
+        kwargs["mask"] = mask
+        return args
+    return (*args[:at], mask, *args[at + 1:])
 
 
 def _recurrent(value: Any) -> bool:

@@ -10,11 +10,11 @@ updated with it.
 
 Recurrent models (``engine.spec_replay``) go back by replaying: their recurrent state is
 restored to before the check and brought forward over the kept tokens by their recurrent mixers
-alone (engine/mixer_replay.py), or by the whole model. Rows of a batch that kept different
-counts run their kept tokens through the whole model together, right-padded, each recurrent
-layer told each row's length (mlx-lm's ``ArraysCache.prepare(lengths=...)``); a model whose
-recurrent layers ignore lengths (checked once at load: :func:`_lengths_honoured`) speculates
-one request at a time.
+alone (engine/mixer_replay.py), or by the whole model. Where rows of a batch kept different
+counts, each recurrent layer is told each row's length (mlx-lm's
+``ArraysCache.prepare(lengths=...)``), whether its mixer alone runs again or the whole model
+does, right-padded; a model whose recurrent layers ignore lengths (checked once at load:
+:func:`_lengths_honoured`) speculates one request at a time.
 
 Runs when every row may speculate (no images; a grammar once it is active and past any free
 whitespace: each drafted position is then sampled under the mask the grammar gives after the
@@ -214,10 +214,12 @@ def _emit_row(engine: Any, req: Any, row: int, emitted: list) -> bool:
     return True
 
 
-def _cut(batch: Any, kept: list[int], written: int) -> None:
-    """Each row keeps ``kept[i]`` of the ``written`` positions just filled: cut the rest."""
+def _cut(batch: Any, kept: list[int], written: int, caches: list[Any] | None = None) -> None:
+    """Each row keeps ``kept[i]`` of the ``written`` positions just filled: cut the rest from
+    ``caches`` (the batch's KV layers; all its layers by default)."""
+    caches = batch.caches if caches is None else caches
     most = max(kept)
-    trim(batch.caches, written - most)
+    trim(caches, written - most)
     if not batch.batched or most == min(kept):
         return
     import mlx.core as mx
@@ -225,7 +227,7 @@ def _cut(batch: Any, kept: list[int], written: int) -> None:
 
     short = [most - k for k in kept]
     shift = mx.array(short)
-    for c in batch.caches:
+    for c in caches:
         if hasattr(c, "roll"):  # --kv-bits: quantised parts (engine/kv/quantized.py)
             c.roll(shift)
             continue
@@ -246,21 +248,21 @@ def _recurrent_states(caches: list[Any]) -> list[tuple[Any, list[Any]]]:
 def _replay(engine: Any, batch: Any, saved: list[tuple[Any, list[Any]]], kept: list[list[int]], written: int) -> None:
     """A recurrent model's rows kept ``kept[i]`` (the pending token and the accepted draft) of
     the ``written`` positions just checked. Recurrent state cannot be cut: it goes back to
-    before the check and is brought forward over the kept positions. Where every row kept as
-    many, by running only the recurrent mixers again on what the check gave them
-    (engine/mixer_replay.py), the other layers cut to the kept positions; where that cannot be
-    done, the other layers are cut by all ``written`` and the kept tokens run through the whole
-    model again (their logits are not needed); rows that kept different counts, by
-    :func:`_refill`. A draft accepted whole by every row needs none of it."""
+    before the check and is brought forward over the kept positions, by running only the
+    recurrent mixers again on what the check gave them, each row as far as its own count
+    (engine/mixer_replay.py), the other layers cut as a plain model's are (:func:`_cut`). Where
+    that cannot be done, the other layers are cut by all ``written`` and the kept tokens run
+    through the whole model again (their logits are not needed): as one batch where every row
+    kept as many, else by :func:`_refill`. A draft accepted whole by every row needs none of it."""
     counts = {len(k) for k in kept}
     if counts == {written}:
         return
     for layer, state in saved:
         layer.cache = state
-    tap = engine.mixer_tap
-    if len(counts) == 1 and tap is not None and tap.replay(len(kept[0]), written, [layer for layer, _ in saved]):
+    tap, lengths = engine.mixer_tap, [len(k) for k in kept]
+    if tap is not None and tap.replay(lengths, written, [layer for layer, _ in saved]):
         engine.spec_mixer_replays += 1
-        trim([c for c in batch.caches if c.is_trimmable()], written - len(kept[0]))
+        _cut(batch, lengths, written, [c for c in batch.caches if c.is_trimmable()])
         return
     trim([c for c in batch.caches if c.is_trimmable()], written)
     if len(counts) == 1:

@@ -459,12 +459,15 @@ def test_a_batch_mixing_grammars_and_free_rows_speculates_as_plain_decoding_deco
     assert sum(r.timings.accepted_tokens for r in results[1]) > 0
 
 
+@pytest.mark.parametrize("mixers", [True, False], ids=["mixers", "whole"])
 @pytest.mark.parametrize("arch", ["qwen3_next", "qwen3_5", "lfm2", "mamba2"])
-def test_a_batch_of_a_recurrent_model_speculates_rows_keeping_different_counts(arch, monkeypatch):
+def test_a_batch_of_a_recurrent_model_speculates_rows_keeping_different_counts(arch, mixers, monkeypatch):
     """Rows of a hybrid or recurrent model's batch accept different counts (each row's draft is
     the plain reply's next tokens, wrong from a different position, one row's never): their
-    recurrent state goes back and runs each row's kept tokens again, right-padded, as far as
-    that row's length; the replies are those of plain decoding, alone or together."""
+    recurrent state goes back and is brought forward over each row's kept tokens, as far as
+    that row's length, by the recurrent mixers alone or by the whole model right-padded; the
+    replies are those of plain decoding, alone or together."""
+    from mlxctl.engine.mixer_replay import MixerTap
     from tests.engine.hybrid_configs import CONFIGS
     from tests.engine.tiny import TinyModel
 
@@ -492,15 +495,25 @@ def test_a_batch_of_a_recurrent_model_speculates_rows_keeping_different_counts(a
 
     monkeypatch.setattr("mlxctl.engine.speculative.NgramProposer.propose", propose)
     monkeypatch.setattr("mlxctl.engine.speculative.NgramProposer.likely", lambda self, prompt, generated: True)
-    refills = []
-    real = speculative_step._refill
+    refills, ragged = [], []
+    real, replay = speculative_step._refill, MixerTap.replay
     monkeypatch.setattr(speculative_step, "_refill", lambda *a: refills.append(1) or real(*a))
-    with Engine(load, NGRAM) as engine:
+
+    def replayed(self, kept, written, restored):
+        done = replay(self, kept, written, restored)
+        if done and len(set(kept)) > 1:
+            ragged.append(kept)
+        return done
+
+    monkeypatch.setattr(MixerTap, "replay", replayed)
+    config = EngineConfig(speculation=dataclasses.replace(NGRAM.speculation, mixer_replay=mixers))
+    with Engine(load, config) as engine:
         assert engine.spec_rows == NGRAM.speculation.max_rows
         together = [s.collect().token_ids for s in [engine.submit(p, params) for p in prompts]]
         stats = engine.stats()["speculative"]
     assert together == plain
-    assert refills  # rows really kept different counts in one step
+    assert (ragged if mixers else refills)  # rows really kept different counts in one step, undone the asked way
+    assert not (refills if mixers else ragged)
     assert 0 < stats["accepted_tokens"] < stats["draft_tokens"]
     assert stats["decode_steps"]["speculative"] > 0
 
