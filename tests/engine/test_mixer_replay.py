@@ -38,7 +38,7 @@ def test_the_mixers_alone_bring_the_state_where_the_kept_tokens_would(arch):
     assert tap.calls  # one call per recurrent layer
     for c, state in saved:
         c.cache = state
-    assert tap.replay(KEPT, len(CHECKED), [c for c, _ in saved])
+    assert tap.replay([KEPT], len(CHECKED), [c for c, _ in saved])
     trim([c for c in cache if c.is_trimmable()], len(CHECKED) - KEPT)
 
     want = make_prompt_cache(model)
@@ -47,6 +47,50 @@ def test_the_mixers_alone_bring_the_state_where_the_kept_tokens_would(arch):
     assert len(got) == len(ref)
     for a, b in zip(got, ref):
         assert a.shape == b.shape and mx.allclose(a, b, atol=1e-4).item()
+
+
+@pytest.mark.parametrize("arch", ["qwen3_next", "qwen3_5", "lfm2", "mamba2"])
+def test_rows_that_kept_different_counts_each_stop_at_their_own(arch):
+    """A batch of two rows keeps 2 and 4 of the 5 checked positions: the mixers run over 4, each
+    row told its length, and each row's recurrent state is the one its own kept tokens give."""
+    model = build_model(CONFIGS[arch])
+    tap = MixerTap(model)
+    prompts, checked, kept = [PROMPT, [8, 1, 6, 2, 7, 5]], [CHECKED, [14, 15, 16, 17, 18]], [2, 4]
+    cache = make_prompt_cache(model)
+    model(mx.array(prompts), cache=cache)
+    mx.eval(states(cache))
+    saved = [(c, list(c.cache)) for c in cache if type(c) is ArraysCache]
+    with tap.recording():
+        mx.eval(model(mx.array(checked), cache=cache))
+    for c, state in saved:
+        c.cache = state
+    assert tap.replay(kept, len(CHECKED), [c for c, _ in saved])
+    assert all(c.lengths is None for c, _ in saved)  # told for the replay only
+    for row in range(2):
+        want = make_prompt_cache(model)
+        model(mx.array([prompts[row] + checked[row][:kept[row]]]), cache=want)
+        got = [s[row:row + 1] for c, _ in saved for s in c.cache if s is not None]
+        ref = [s for c in want if type(c) is ArraysCache for s in c.cache if s is not None]
+        assert len(got) == len(ref) > 0
+        for a, b in zip(got, ref):
+            assert a.shape == b.shape and mx.allclose(a, b, atol=1e-4).item(), (arch, row)
+
+
+def test_a_mixer_whose_call_takes_no_mask_is_not_cut_for_rows_of_different_lengths():
+    from mlxctl.engine.mixer_replay import _with_mask
+
+    class NoMask:
+        def __call__(self, x, cache=None):
+            return x
+
+    class Positional:
+        def __call__(self, x, mask, cache=None):
+            return x
+
+    assert _with_mask(NoMask(), ("x",), {}, "m") is None
+    assert _with_mask(Positional(), ("x", None, "c"), {}, "m") == ("x", "m", "c")
+    kwargs: dict = {}
+    assert _with_mask(Positional(), ("x",), kwargs, "m") == ("x",) and kwargs == {"mask": "m"}
 
 
 def test_a_model_without_recurrent_layers_has_no_mixers():
@@ -77,7 +121,7 @@ def test_a_recorded_call_that_cannot_be_cut_is_refused_untouched():
             (calls[1:], len(CHECKED), recurrent),  # a restored cache no recorded call brings forward
             (calls, len(CHECKED), recurrent[1:])):  # a recorded call on a cache that was not restored
         tap.calls = bad
-        assert not tap.replay(KEPT, written, restored)
+        assert not tap.replay([KEPT], written, restored)
         assert tap.calls == []  # the record goes either way
     assert all(all(a is b for a, b in zip(c.cache, s)) for c, s in zip(recurrent, before))  # nothing ran
 
