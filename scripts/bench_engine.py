@@ -123,41 +123,51 @@ def engine_batch(engine, batch, n, temperature=0.0, load=None):
     load = load or {}
     arrival = load.get("arrival_ms", 0) / 1000 / max(1, len(batch) - 1)
     busy = GilBusy(load["gil_busy_pct"]) if load.get("gil_busy_pct") else None
-    t0 = time.perf_counter()
-    streams = []
-    for i, p in enumerate(batch):
-        if arrival and i:
-            time.sleep(max(0.0, t0 + i * arrival - time.perf_counter()))
-        streams.append(engine.submit(p, SamplingParams(temperature=temperature, max_tokens=n, ignore_eos=True)))
-    total = sum(s.collect().usage.completion_tokens for s in streams)
-    elapsed = time.perf_counter() - t0
-    if busy:
-        busy.stop()
+    try:
+        t0 = time.perf_counter()
+        streams = []
+        for i, p in enumerate(batch):
+            if arrival and i:
+                time.sleep(max(0.0, t0 + i * arrival - time.perf_counter()))
+            streams.append(engine.submit(p, SamplingParams(temperature=temperature, max_tokens=n, ignore_eos=True)))
+        total = sum(s.collect().usage.completion_tokens for s in streams)
+        elapsed = time.perf_counter() - t0
+    finally:
+        if busy:
+            load.setdefault("gil_held", []).append(round(busy.stop(), 3))
     return total / elapsed
 
 
 class GilBusy:
     """A thread that runs pure Python (holding the GIL) ``pct`` percent of the time, in 1 ms
-    bursts: what a server's event loop takes from the engine thread (``gil_busy_pct``)."""
+    bursts: what a server's event loop takes from the engine thread (``gil_busy_pct``). Where
+    the engine holds the GIL the thread waits, so what it achieved is measured: its own CPU time
+    (it runs only while holding the GIL) over the wall time, returned by :meth:`stop`."""
 
     def __init__(self, pct: int) -> None:
         import threading
 
         self.busy, self.idle = 0.001, 0.001 * (100 - pct) / pct
         self._done = threading.Event()
+        self._cpu = 0.0
+        self._t0 = time.perf_counter()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
+        start = time.thread_time()
         while not self._done.is_set():
             end = time.perf_counter() + self.busy
             while time.perf_counter() < end:
                 pass
             time.sleep(self.idle)
+        self._cpu = time.thread_time() - start
 
-    def stop(self) -> None:
+    def stop(self) -> float:
+        """Stop; the share of the wall time the thread held the GIL."""
         self._done.set()
         self._thread.join()
+        return self._cpu / (time.perf_counter() - self._t0)
 
 
 def run_single(loaded, engines, prompt, args) -> dict:
@@ -264,6 +274,7 @@ def main() -> int:
     result["single"] = measured(lambda: run_single(loaded, engines, prompts(loaded, args.prompt_tokens, 1)[0], args))
     for c in sizes:
         result[f"concurrency_{c}"] = measured(lambda: run_batch(loaded, engines, c, args))
+    result["loads"] = LOADS  # the load variants' settings, and the GIL share each busy thread achieved
     result["speculation"] = {name: e.stats()["speculative"] for name, e in engines.items()
                              if e.stats()["speculative"].get("active")}  # drafts, acceptance, measured rates
     for engine in engines.values():

@@ -12,11 +12,12 @@ MODEL=${MODEL:-/tmp/llama1b}
 [ -d "$MODEL" ] || $PY scripts/save_dummy.py --preset llama-3.2-1b --dtype bfloat16 --out "$MODEL" >/dev/null
 $PY -m mlxctl serve -m "$MODEL" --dtype native --max-num-seqs 256 --port 8080 --served-model-name llama1b \
   2> "$OUT/serve.log" &
+daemon=$!
 for _ in $(seq 120); do curl -sf localhost:8080/health >/dev/null && break; sleep 1; done
 bench() {  # bench-serve with C streams, C requests, one repetition, JSON to $1
   local out=$1 c=$2
   $PY -m mlxctl bench-serve --url http://127.0.0.1:8080 -m llama1b --prompt-tokens 512 --output-tokens 128 \
-    -c "$c" -n "$c" --warmup 0 --json > "$out"
+    -c "$c" -n "$c" --warmup 0 --json > "$out" 2> "${out%.json}.log"
 }
 bench "$OUT/warm.json" 64  # the daemon's first shapes
 TIMEFORMAT='%U %S %R'
@@ -27,7 +28,7 @@ for r in $(seq "${ROUNDS:-3}"); do
   { time { bench "$OUT/two_a_r$r.json" 32 & a=$!; bench "$OUT/two_b_r$r.json" 32 & b=$!; wait $a $b; }; } \
     2> "$OUT/two_r${r}_cpu.txt"
 done
-pkill -f "mlxctl serve"; while pgrep -f "mlxctl serve" >/dev/null; do sleep 1; done
+kill $daemon; wait $daemon
 timeout 200 $PY scripts/bench_engine.py --model "$MODEL" --dtype native --prompt-tokens 512 --max-tokens 128 \
   --concurrency 64 --reps 3 --json > "$OUT/engine.json" 2> "$OUT/engine.log"
 ls -la "$OUT"

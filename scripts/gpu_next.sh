@@ -72,13 +72,15 @@ case ${PART:-19} in
       > "$OUT/probe_buckets${mode:+_on}.txt" 2>&1
   done
   $PY -m mlxctl serve -m "$M" --dtype native --max-num-seqs 256 --port 8080 --served-model-name l 2> "$OUT/serve_off.log" &
+  off=$!
   MLXCTL_ATTENTION_BUCKETS=1 $PY -m mlxctl serve -m "$M" --dtype native --max-num-seqs 256 --port 8082 \
     --served-model-name l 2> "$OUT/serve_on.log" &
+  on=$!
   for _ in $(seq 120); do curl -sf localhost:8080/health >/dev/null && curl -sf localhost:8082/health >/dev/null && break; sleep 1; done
   timeout 300 $PY -m mlxctl bench-serve --url http://127.0.0.1:8080 -m l --url http://127.0.0.1:8082 -m l \
     --prompt-tokens 180,300,420,540,660,780 --output-tokens 64 -c 16 -n 32 --warmup 0 --repeats 2 --json \
     > "$OUT/buckets_serve.json" 2> "$OUT/buckets_serve.log"
-  pkill -f "mlxctl serve"; while pgrep -f "mlxctl serve" >/dev/null; do sleep 1; done ;;
+  kill $off $on; wait $off $on ;;
 18d)
   timeout 400 $PY scripts/bench_engine.py --model "$M" --dtype native --prompt-tokens 512 --max-tokens 128 \
     --concurrency 64 --reps 4 --variant gil25:gil_busy_pct=25 --variant gil40:gil_busy_pct=40 \

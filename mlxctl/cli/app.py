@@ -67,4 +67,7 @@ for _name, _command in stubs.COMMANDS.items():
 
 def main(argv: list[str] | None = None) -> NoReturn:
     """The console script: run the command tree and exit with its status."""
+    from mlxctl import mlx_env
+
+    mlx_env.set_defaults()  # before any command has MLX do work
     sys.exit(invoke(typer.main.get_command(app), argv))

@@ -18,6 +18,7 @@ then wrapped, recording only on a thread that asked for it.
 
 from __future__ import annotations
 
+import functools
 import threading
 from contextlib import contextmanager
 from typing import Any, Iterator
@@ -103,17 +104,24 @@ class MixerTap:
 def _with_mask(module: Any, args: tuple, kwargs: dict, mask: Any) -> tuple | None:
     """``args`` with ``mask`` as the module's ``mask`` argument (in ``kwargs`` where it was
     passed by name or not at all); None where its call takes no such argument."""
-    import inspect
-
-    call = type(module).__call__
-    names = list(inspect.signature(getattr(call, "__wrapped__", call)).parameters)[1:]  # after self
-    if "mask" not in names:
+    at = _mask_slot(type(module))
+    if at is None:
         return None
-    at = names.index("mask")
     if "mask" in kwargs or at >= len(args):
         kwargs["mask"] = mask
         return args
     return (*args[:at], mask, *args[at + 1:])
+
+
+@functools.cache
+def _mask_slot(cls: type) -> int | None:
+    """Where ``mask`` is among the positional arguments of ``cls``'s call (after ``self``), or
+    None where it takes none (found once a class)."""
+    import inspect
+
+    call = cls.__call__
+    names = list(inspect.signature(getattr(call, "__wrapped__", call)).parameters)[1:]
+    return names.index("mask") if "mask" in names else None
 
 
 def _recurrent(value: Any) -> bool:

@@ -13,12 +13,9 @@ query, attention sinks and every other backend keep MLX's fused call. It is inst
 CUDA only, when a model is loaded (generation.py).
 
 Prefill passes meet the same per-shape cost: a server's prompts have many lengths, so most
-requests bring a new (rows, queries, keys) shape. MLX keeps 256 built graphs
-(``MLX_CUDA_SDPA_CACHE_SIZE``) and, by default, raises "Cache thrashing is happening" once it has
-missed more than twice that many times in a process (its ``backend/cuda/lru_cache.h``): a daemon
-would fail every new shape after its 512th. Installing turns that check off
-(``MLX_ENABLE_CACHE_THRASHING_CHECK=0``, unless the environment sets it), so an evicted shape is
-built again instead. With ``MLXCTL_ATTENTION_BUCKETS=1`` (off by default: not yet measured on a
+requests bring a new (rows, queries, keys) shape; MLX's limit on that cache is lifted by
+mlxctl's environment defaults (mlx_env.py: the CLI sets them at start, and installing here for
+library callers). With ``MLXCTL_ATTENTION_BUCKETS=1`` (off by default: not yet measured on a
 GPU), a prefill pass also runs on its shape rounded up, queries to a multiple of
 ``QUERY_BUCKET`` and keys to one of ``KEY_BUCKET``, the padding hidden by the mask, so prompts of
 nearby lengths share built graphs.
@@ -26,10 +23,13 @@ nearby lengths share built graphs.
 
 from __future__ import annotations
 
+import math
 import os
 from typing import Any
 
 import mlx.core as mx
+
+from mlxctl import mlx_env
 
 MAX_QUERIES = 32  # a verify pass is the draft plus one; prefill chunks are longer
 MAX_SCORES = 1 << 27  # score elements an unfused pass may build (512 MiB in float32)
@@ -106,11 +106,13 @@ def bucketed_attention(q: mx.array, k: mx.array, v: mx.array, scale: float, mask
     return out[:, :, :n]
 
 
-def wants_buckets(queries: int, sinks: Any, rows: int, keys: int) -> bool:
+def wants_buckets(queries: int, sinks: Any, mask_rows: int, keys: int) -> bool:
     """A prefill pass (more than ``MAX_QUERIES`` queries, no attention sinks) whose rounded-up
-    mask (rows x queries x keys) stays within ``MAX_SCORES`` elements, with buckets turned on."""
+    mask (``mask_rows``, the given mask's rows times heads or 1, x queries x keys) stays within
+    ``MAX_SCORES`` elements, with buckets turned on. (The padded copies of the keys and values,
+    about one layer's KV, are not counted.)"""
     return (_BUCKETS and queries > MAX_QUERIES and sinks is None
-            and rows * _round_up(queries, QUERY_BUCKET) * _round_up(keys, KEY_BUCKET) <= MAX_SCORES)
+            and mask_rows * _round_up(queries, QUERY_BUCKET) * _round_up(keys, KEY_BUCKET) <= MAX_SCORES)
 
 
 def _attention(q: mx.array, k: mx.array, v: mx.array, *, scale: float, mask: Any = None,
@@ -118,7 +120,8 @@ def _attention(q: mx.array, k: mx.array, v: mx.array, *, scale: float, mask: Any
     b, heads, queries, _ = q.shape
     if not kwargs and wants_unfused(queries, sinks, b * heads * queries * k.shape[2]):
         return unfused_attention(q, k, v, scale, mask)
-    if not kwargs and wants_buckets(queries, sinks, b, k.shape[2]):
+    mask_rows = 1 if mask is None or isinstance(mask, str) else math.prod(mask.shape[:-2])
+    if not kwargs and wants_buckets(queries, sinks, mask_rows, k.shape[2]):
         return bucketed_attention(q, k, v, scale, mask)
     return _FUSED(q, k, v, scale=scale, mask=mask, sinks=sinks, **kwargs)
 
@@ -129,11 +132,12 @@ _BUCKETS = False  # set by install from MLXCTL_ATTENTION_BUCKETS
 def install(backend: str) -> bool:
     """On CUDA, route short multi-query attention through :func:`unfused_attention`, prefill
     passes through :func:`bucketed_attention` where ``MLXCTL_ATTENTION_BUCKETS=1``, and turn
-    MLX's graph-cache thrashing check off (once; a no-op elsewhere). True when it is in place."""
+    MLX's graph-cache thrashing check off (mlx_env.py; once; a no-op elsewhere). True when it is
+    in place."""
     global _BUCKETS
     if backend != "cuda":
         return False
-    os.environ.setdefault("MLX_ENABLE_CACHE_THRASHING_CHECK", "0")  # read when a thread first attends
-    _BUCKETS = os.environ.get(BUCKETS_ENV, "0") not in ("", "0")
+    mlx_env.set_defaults()  # the CLI set them at start; a library caller's first attention is still to come
+    _BUCKETS = os.environ.get(BUCKETS_ENV, "0").strip().lower() in ("1", "true", "yes", "on")
     mx.fast.scaled_dot_product_attention = _attention
     return True

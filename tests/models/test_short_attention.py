@@ -8,8 +8,19 @@ import os
 import mlx.core as mx
 import pytest
 
+from mlxctl import mlx_env
 from mlxctl.models import short_attention
 from mlxctl.models.short_attention import unfused_attention, wants_unfused
+
+
+@pytest.fixture(autouse=True)
+def _environment_kept(monkeypatch):
+    """install() sets MLX's thrashing check and reads MLXCTL_ATTENTION_BUCKETS: both, and the
+    module's switch, go back to what they were after each test."""
+    for name in (mlx_env.THRASHING_CHECK, short_attention.BUCKETS_ENV):
+        monkeypatch.setenv(name, "")  # recorded (set or not) for the undo,
+        monkeypatch.delenv(name)  # then unset for the test
+    monkeypatch.setattr(short_attention, "_BUCKETS", False)
 
 
 def qkv(queries: int, keys: int, heads: int = 8, kv_heads: int = 2, dim: int = 32, batch: int = 2):
@@ -150,9 +161,6 @@ def test_prompts_of_nearby_lengths_reach_the_fused_call_in_one_shape(monkeypatch
 
 def test_buckets_are_off_unless_asked_and_install_turns_the_thrashing_check_off(monkeypatch):
     monkeypatch.setattr(mx.fast, "scaled_dot_product_attention", short_attention._FUSED)
-    monkeypatch.setattr(short_attention, "_BUCKETS", False)
-    monkeypatch.delenv(short_attention.BUCKETS_ENV, raising=False)
-    monkeypatch.delenv("MLX_ENABLE_CACHE_THRASHING_CHECK", raising=False)
     assert short_attention.install("cuda")
     assert os.environ["MLX_ENABLE_CACHE_THRASHING_CHECK"] == "0"
     assert not short_attention.wants_buckets(512, None, 1, 512)
@@ -163,6 +171,24 @@ def test_buckets_are_off_unless_asked_and_install_turns_the_thrashing_check_off(
     assert [short_attention.wants_buckets(n, None, 1, 600) for n in (1, 32, 33, 4096)] == [False, False, True, True]
     assert not short_attention.wants_buckets(512, mx.zeros((8,)), 1, 600)  # attention sinks: as before
     assert not short_attention.wants_buckets(4096, None, 8, 32768)  # its mask would exceed MAX_SCORES
+    for word, on in (("true", True), ("0", False), ("false", False), ("off", False)):
+        monkeypatch.setenv(short_attention.BUCKETS_ENV, word)
+        short_attention.install("cuda")
+        assert short_attention.wants_buckets(512, None, 1, 600) is on, word
+
+
+def test_the_cli_sets_mlxs_environment_defaults_before_any_command_runs():
+    import subprocess
+    import sys
+
+    code = ("import os, sys\nfrom mlxctl.cli.app import main\ntry:\n    main(['--version'])\n"
+            "except SystemExit:\n    print(os.environ.get('MLX_ENABLE_CACHE_THRASHING_CHECK'))")
+    env = {k: v for k, v in os.environ.items() if k != mlx_env.THRASHING_CHECK}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "0"
+    env[mlx_env.THRASHING_CHECK] = "1"  # a user's own setting stands
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "1"
 
 
 def test_the_engine_decodes_the_same_greedy_tokens_with_prefill_buckets(monkeypatch):
@@ -184,9 +210,7 @@ def test_the_engine_decodes_the_same_greedy_tokens_with_prefill_buckets(monkeypa
 
     fused = together()
     monkeypatch.setattr(mx.fast, "scaled_dot_product_attention", short_attention._FUSED)
-    monkeypatch.setattr(short_attention, "_BUCKETS", False)
     monkeypatch.setenv(short_attention.BUCKETS_ENV, "1")
-    monkeypatch.delenv("MLX_ENABLE_CACHE_THRASHING_CHECK", raising=False)
     calls = []
     real = short_attention.bucketed_attention
     monkeypatch.setattr(short_attention, "bucketed_attention", lambda *a: calls.append(a[0].shape) or real(*a))
