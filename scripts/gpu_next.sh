@@ -13,7 +13,9 @@
 #   PART=18b: bucketed prefill attention (MLXCTL_ATTENTION_BUCKETS=1, 2026-12-06, unmeasured when
 #            written): the first-use probe over lengths within one bucket, exact and bucketed; then
 #            two daemons of this build, one with buckets, interleaved by bench-serve over a sweep of
-#            prompt lengths (every length a new shape without buckets).
+#            prompt lengths (every length a new shape without buckets), and at 64 streams of
+#            512-token prompts, each order once. PART=18e: the in-process engine at 64 streams.
+#   PART=18t: engine step traces (MLXCTL_STEP_TRACE) behind the daemon and in process, 64 streams.
 #   PART=20: issue 20: --kv-bits 8 and 4 against 16-bit KV at 16 and 64 streams (8B 4-bit), one
 #            setting a process (all in one ran out of memory at 64 streams on an H100, 2026-12-06).
 #   PART=19h: a hybrid model (Qwen3.5-35B-A3B shape, 4-bit) at 4 and 8 streams with batches
@@ -68,7 +70,7 @@ case ${PART:-19} in
     --transcript docs/workloads/agent_transcript.json --json > "$OUT/smol_transcript.json" 2> "$OUT/smol_transcript.log" ;;
 18b)
   for mode in "" --buckets; do
-    timeout 90 $PY scripts/probe_prefill.py --model "$M" --rows 1,4 --lengths 400,430,460,490,510 $mode \
+    timeout 90 $PY scripts/probe_prefill.py --model "$M" --rows 1,3,5,7 --lengths 400,460,510,600 $mode \
       > "$OUT/probe_buckets${mode:+_on}.txt" 2>&1
   done
   $PY -m mlxctl serve -m "$M" --dtype native --max-num-seqs 256 --port 8080 --served-model-name l 2> "$OUT/serve_off.log" &
@@ -77,10 +79,33 @@ case ${PART:-19} in
     --served-model-name l 2> "$OUT/serve_on.log" &
   on=$!
   for _ in $(seq 120); do curl -sf localhost:8080/health >/dev/null && curl -sf localhost:8082/health >/dev/null && break; sleep 1; done
-  timeout 300 $PY -m mlxctl bench-serve --url http://127.0.0.1:8080 -m l --url http://127.0.0.1:8082 -m l \
+  timeout 200 $PY -m mlxctl bench-serve --url http://127.0.0.1:8080 -m l --url http://127.0.0.1:8082 -m l \
     --prompt-tokens 180,300,420,540,660,780 --output-tokens 64 -c 16 -n 32 --warmup 0 --repeats 2 --json \
     > "$OUT/buckets_serve.json" 2> "$OUT/buckets_serve.log"
+  # the issue's gap: one prompt length at 64 and 256 streams (bench-serve's warm-up first), both orders
+  for c in 64 256; do for urls in "8080 8082" "8082 8080"; do set -- $urls
+    timeout 150 $PY -m mlxctl bench-serve --url http://127.0.0.1:$1 -m l --url http://127.0.0.1:$2 -m l \
+      --prompt-tokens 512 --output-tokens 128 -c $c -n $c --repeats 2 --json \
+      > "$OUT/buckets_${c}_$1.json" 2> "$OUT/buckets_${c}_$1.log"
+  done; done
   kill $off $on; wait $off $on ;;
+18e)  # the in-process engine on the same machine, for the daemon's ratio, buckets off and on
+  for b in 0 1; do
+    MLXCTL_ATTENTION_BUCKETS=$b timeout 200 $PY scripts/bench_engine.py --model "$M" --dtype native --prompt-tokens 512 \
+      --max-tokens 128 --concurrency 64,256 --reps 2 --json > "$OUT/engine_b$b.json" 2> "$OUT/engine_b$b.log"
+  done ;;
+18t)  # step traces (MLXCTL_STEP_TRACE) of the daemon and of the in-process engine at 64 streams:
+  # are the daemon's steps more, longer or further apart? No prefix cache, as in process.
+  MLXCTL_STEP_TRACE=$OUT/trace_serve.jsonl $PY -m mlxctl serve -m "$M" --dtype native --max-num-seqs 256 \
+    --port 8080 --served-model-name l --no-prefix-cache 2> "$OUT/serve_t.log" &
+  d=$!
+  for _ in $(seq 120); do curl -sf localhost:8080/health >/dev/null && break; sleep 1; done
+  timeout 150 $PY -m mlxctl bench-serve --url http://127.0.0.1:8080 -m l --prompt-tokens 512 --output-tokens 128 \
+    -c 64 -n 64 --repeats 3 --json > "$OUT/serve_t.json" 2> "$OUT/serve_t.err"
+  kill $d; wait $d
+  MLXCTL_STEP_TRACE=$OUT/trace_engine.jsonl timeout 250 $PY scripts/bench_engine.py --model "$M" --dtype native \
+    --prompt-tokens 512 --max-tokens 128 --concurrency 64 --reps 3 --json > "$OUT/engine_t.json" 2> "$OUT/engine_t.log"
+  for f in serve engine; do $PY scripts/step_trace.py "$OUT/trace_$f.jsonl" > "$OUT/steps_$f.txt" 2>&1; done ;;
 18d)
   timeout 400 $PY scripts/bench_engine.py --model "$M" --dtype native --prompt-tokens 512 --max-tokens 128 \
     --concurrency 64 --reps 4 --variant gil25:gil_busy_pct=25 --variant gil40:gil_busy_pct=40 \

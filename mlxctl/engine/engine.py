@@ -29,6 +29,7 @@ from mlxctl.engine.request import Request, RequestStatus
 from mlxctl.engine.sampling import SamplingParams
 from mlxctl.engine.scheduler import Scheduler, SchedulerConfig, resolve_auto
 from mlxctl.engine.speculative import SpeculationConfig, SpeculationStats
+from mlxctl.engine.step_trace import StepTrace
 from mlxctl.engine.streams import RequestStream, delivered_together
 from mlxctl.errors import EngineError, MlxctlError
 
@@ -88,6 +89,7 @@ class Engine:
         self.mixer_tap: Any = None  # mixer_replay.MixerTap: that replay by the recurrent mixers alone
         self.spec_mixer_replays = 0
         self.asleep = False  # the model's memory given back (engine/sleep.py); loaded again on wake
+        self.trace = StepTrace.from_env()  # MLXCTL_STEP_TRACE: a line per step (engine/step_trace.py)
 
     # -- caller side ------------------------------------------------------------------------
 
@@ -258,6 +260,8 @@ class Engine:
             if self.scheduler.has_work:
                 self._safe_step()
         self._fail_all(FinishReason.ABORT, None)
+        if self.trace is not None:
+            self.trace.flush()
         import mlx.core as mx
 
         try:
@@ -361,6 +365,9 @@ class Engine:
         if self.speculates and rows and not plan.prefill:
             self.spec_policy.record(rows, speculative, self._emitted - emitted, time.perf_counter() - start)
         self._housekeeping(changed=bool(joiners) or len(self.batch) < rows)
+        if self.trace is not None:
+            self.trace.record(start, rows, plan.prefill, sum(len(j.requests) for j in joiners),
+                              self._emitted - emitted, speculative)
 
     def _join(self, joiner: Joiner) -> None:
         self.prompts.hold(joiner)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 from typing import Any
 
 import mlx.core as mx
@@ -35,9 +36,16 @@ MAX_QUERIES = 32  # a verify pass is the draft plus one; prefill chunks are long
 MAX_SCORES = 1 << 27  # score elements an unfused pass may build (512 MiB in float32)
 QUERY_BUCKET = 128  # a bucketed prefill pass's queries: a multiple of this
 KEY_BUCKET = 256  # and its keys (the KV cache grows in steps of 256 too)
+MEMO_MAX = 1 << 22  # mask elements a bucketed pass keeps for its next layers (8 MiB in bfloat16)
 BUCKETS_ENV = "MLXCTL_ATTENTION_BUCKETS"
 
 _FUSED = mx.fast.scaled_dot_product_attention
+
+
+def causal_mask(queries: int, keys: int) -> mx.array:
+    """MLX's "causal" mask as a boolean (queries, keys) array: the queries are the last
+    positions, query i at position keys - queries + i, seeing the keys up to its own."""
+    return mx.arange(keys - queries, keys)[:, None] >= mx.arange(keys)[None]
 
 
 def unfused_attention(q: mx.array, k: mx.array, v: mx.array, scale: float, mask: Any = None) -> mx.array:
@@ -49,8 +57,8 @@ def unfused_attention(q: mx.array, k: mx.array, v: mx.array, scale: float, mask:
     kv_heads, keys = k.shape[1], k.shape[2]
     groups = heads // kv_heads
     scores = (q * scale).reshape(b, kv_heads, groups, n, dim) @ mx.expand_dims(k, 2).swapaxes(-1, -2)
-    if isinstance(mask, str):  # query i sits at position keys - n + i
-        mask = mx.arange(keys - n, keys)[:, None] >= mx.arange(keys)[None]
+    if isinstance(mask, str):
+        mask = causal_mask(n, keys)
     if mask is not None:
         if mask.ndim == 4:  # (batch, heads or 1, queries, keys): heads split like the queries
             mask = mask.reshape(mask.shape[0], kv_heads, groups, n, keys) if mask.shape[1] == heads \
@@ -76,34 +84,59 @@ def _round_up(n: int, step: int) -> int:
     return -(-n // step) * step
 
 
+def bucket_rows(rows: int) -> int:
+    """A bucketed pass's rows (prompts prefilled together): the next power of two."""
+    return 1 << max(0, rows - 1).bit_length()
+
+
+_memo = threading.local()  # per engine thread: the last pass's mask, as ``bucketed_attention`` made it
+
+
+def _bucket_bias(mask: Any, n: int, keys: int, shape: tuple[int, int, int, int], dtype: Any) -> mx.array:
+    """The additive mask of a bucketed pass of ``shape`` (rows, queries, keys rounded up): the
+    given one (None, "causal", boolean or additive, over ``n`` queries and ``keys`` keys) with the
+    padded keys hidden and the padded queries and rows seeing every real key. Every layer of a
+    forward pass hands over the same mask, so the last one made is kept (with the mask it came
+    from, so an array's identity cannot be reused) and made again only when that changes: its
+    handful of operations a layer cost more than the attention of a short prompt on CUDA."""
+    key = (mask if isinstance(mask, str) or mask is None else id(mask), n, keys, shape, dtype)
+    last = getattr(_memo, "last", None)
+    if last is not None and last[0] == key and (isinstance(mask, str) or last[1] is mask):
+        return last[2]
+    given, (rows, _, n_all, k_all) = mask, shape
+    low = mx.array(mx.finfo(dtype).min, dtype)
+    real_key = mx.arange(k_all) < keys
+    if isinstance(mask, str):
+        mask = causal_mask(n, keys)
+    if mask is None:
+        bias = mx.where(mx.broadcast_to(real_key, (1, 1, n_all, k_all)), mx.array(0, dtype), low)
+    else:
+        mask = mask.reshape((1,) * (4 - mask.ndim) + mask.shape)
+        bias = mx.where(mask, mx.array(0, dtype), low) if mask.dtype == mx.bool_ else mask.astype(dtype)
+        bias = mx.broadcast_to(bias, (*bias.shape[:2], n, keys))
+        row_pad = rows - bias.shape[0] if bias.shape[0] > 1 else 0  # a mask per row: the padded rows see all
+        bias = mx.pad(bias, [(0, row_pad), (0, 0), (0, n_all - n), (0, k_all - keys)])
+        bias = mx.where(real_key, bias, low)
+    if bias.size <= MEMO_MAX:  # a long prompt's mask is not held past its pass (its layers' work dwarfs it)
+        _memo.last = (key, None if isinstance(given, str) else given, bias)
+    return bias
+
+
 def bucketed_attention(q: mx.array, k: mx.array, v: mx.array, scale: float, mask: Any = None) -> mx.array:
-    """MLX's fused attention on the shape rounded up: queries to a multiple of ``QUERY_BUCKET``,
-    keys and values to one of ``KEY_BUCKET``, zeros in the padding. The mask becomes one
-    additive array (what the fused call makes of a boolean one) that hides the padded keys and
-    keeps the given one ("causal": each query sees the keys up to its own position, the queries
-    being the last positions; a boolean or additive array). Padded queries see every real key
+    """MLX's fused attention on the shape rounded up: rows (prompts prefilled together) to a
+    power of two, queries to a multiple of ``QUERY_BUCKET``, keys and values to one of
+    ``KEY_BUCKET``, zeros in the padding, the padding hidden by one additive mask (what the fused
+    call makes of a boolean one; :func:`_bucket_bias`). Padded queries and rows see every real key
     and are dropped from the output; a masked score is the lowest finite value, as
     :func:`unfused_attention` keeps a query that may see no key finite."""
     b, heads, n, _ = q.shape
     keys = k.shape[2]
-    n_pad, k_pad = _round_up(n, QUERY_BUCKET) - n, _round_up(keys, KEY_BUCKET) - keys
-    real_key = mx.arange(keys + k_pad) < keys
-    if isinstance(mask, str):
-        mask = mx.arange(keys - n, keys)[:, None] >= mx.arange(keys)[None]
-    if mask is None:
-        allowed = mx.broadcast_to(real_key, (1, 1, n + n_pad, keys + k_pad))
-        bias = mx.where(allowed, mx.array(0, q.dtype), mx.array(mx.finfo(q.dtype).min, q.dtype))
-    else:
-        mask = mask.reshape((1,) * (4 - mask.ndim) + mask.shape)
-        low = mx.array(mx.finfo(q.dtype).min, q.dtype)
-        bias = mx.where(mask, mx.array(0, q.dtype), low) if mask.dtype == mx.bool_ else mask.astype(q.dtype)
-        bias = mx.broadcast_to(bias, (*bias.shape[:2], n, keys))
-        bias = mx.pad(bias, [(0, 0), (0, 0), (0, n_pad), (0, k_pad)])  # padded rows: 0 (they see all)
-        bias = mx.where(real_key, bias, low)
-    pad = [(0, 0), (0, 0), (0, k_pad), (0, 0)]
-    out = _FUSED(mx.pad(q, [(0, 0), (0, 0), (0, n_pad), (0, 0)]), mx.pad(k, pad), mx.pad(v, pad),
+    rows, n_all, k_all = bucket_rows(b), _round_up(n, QUERY_BUCKET), _round_up(keys, KEY_BUCKET)
+    bias = _bucket_bias(mask, n, keys, (rows, heads, n_all, k_all), q.dtype)
+    pad = [(0, rows - b), (0, 0), (0, k_all - keys), (0, 0)]
+    out = _FUSED(mx.pad(q, [(0, rows - b), (0, 0), (0, n_all - n), (0, 0)]), mx.pad(k, pad), mx.pad(v, pad),
                  scale=scale, mask=bias)
-    return out[:, :, :n]
+    return out[:b, :, :n]
 
 
 def wants_buckets(queries: int, sinks: Any, mask_rows: int, keys: int) -> bool:
@@ -120,9 +153,10 @@ def _attention(q: mx.array, k: mx.array, v: mx.array, *, scale: float, mask: Any
     b, heads, queries, _ = q.shape
     if not kwargs and wants_unfused(queries, sinks, b * heads * queries * k.shape[2]):
         return unfused_attention(q, k, v, scale, mask)
-    mask_rows = 1 if mask is None or isinstance(mask, str) else math.prod(mask.shape[:-2])
-    if not kwargs and wants_buckets(queries, sinks, mask_rows, k.shape[2]):
-        return bucketed_attention(q, k, v, scale, mask)
+    if _BUCKETS and not kwargs:
+        mask_rows = 1 if mask is None or isinstance(mask, str) else math.prod(mask.shape[:-2])
+        if wants_buckets(queries, sinks, mask_rows, k.shape[2]):
+            return bucketed_attention(q, k, v, scale, mask)
     return _FUSED(q, k, v, scale=scale, mask=mask, sinks=sinks, **kwargs)
 
 

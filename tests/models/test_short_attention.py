@@ -159,6 +159,39 @@ def test_prompts_of_nearby_lengths_reach_the_fused_call_in_one_shape(monkeypatch
     assert {shape for shape in seen} == {((2, 8, 128, 32), (2, 2, 256, 32))}
 
 
+def test_rows_round_up_to_a_power_of_two_and_the_padded_rows_are_dropped(monkeypatch):
+    """Prompts prefilled together come in any number: 3, 5 or 7 rows reach the fused call as 4
+    or 8, the extra rows zeros that see every real key, and the output keeps the real rows."""
+    assert [short_attention.bucket_rows(b) for b in (1, 2, 3, 4, 5, 7, 8, 9)] == [1, 2, 4, 4, 8, 8, 8, 16]
+    seen = []
+    real = short_attention._FUSED
+    monkeypatch.setattr(short_attention, "_FUSED", lambda q, k, v, **kw: seen.append((q.shape[0], kw["mask"].shape[0]))
+                        or real(q, k, v, **kw))
+    for rows in (3, 5):
+        q, k, v = qkv(40, 100, batch=rows)
+        left = mx.arange(100)[None, None, None, :] >= mx.arange(rows)[:, None, None, None] * 3  # per-row padding
+        for mask in ("causal", left & (mx.arange(60, 100)[:, None] >= mx.arange(100)[None])):
+            got = short_attention.bucketed_attention(q, k, v, 0.125, mask)
+            assert got.shape == q.shape
+            assert mx.allclose(got, real(q, k, v, scale=0.125, mask=mask), atol=1e-5).item()
+    assert [b for b, _ in seen] == [4, 4, 8, 8]
+    assert [m for _, m in seen] == [1, 4, 1, 8]  # a causal mask broadcasts; a per-row one is padded
+
+
+def test_the_layers_of_one_pass_share_one_bucketed_mask():
+    """Every layer hands over the same mask: it is made once (MLX operations a layer would cost
+    more than a short prompt's attention on CUDA), and made anew for another mask or shape."""
+    q, k, v = qkv(40, 100)
+    mask = mx.arange(100)[None, None, None, :] >= mx.array([0, 5])[:, None, None, None]
+    shape = (2, 8, 128, 256)
+    first = short_attention._bucket_bias(mask, 40, 100, shape, q.dtype)
+    assert short_attention._bucket_bias(mask, 40, 100, shape, q.dtype) is first
+    assert short_attention._bucket_bias(mx.array(mask), 40, 100, shape, q.dtype) is not first  # another array
+    causal = short_attention._bucket_bias("causal", 40, 100, shape, q.dtype)
+    assert short_attention._bucket_bias("causal", 40, 100, shape, q.dtype) is causal
+    assert short_attention._bucket_bias("causal", 41, 100, shape, q.dtype) is not causal
+
+
 def test_buckets_are_off_unless_asked_and_install_turns_the_thrashing_check_off(monkeypatch):
     monkeypatch.setattr(mx.fast, "scaled_dot_product_attention", short_attention._FUSED)
     assert short_attention.install("cuda")
