@@ -19,6 +19,10 @@ compared side by side, e.g. ``--variant clear-always:pool_cap_bytes=0``. Two key
 instead (at concurrency C): ``arrival_ms=T`` submits the C requests spread evenly over T ms, as a
 burst reaches a server one by one; ``gil_busy_pct=P`` runs a thread of pure Python holding the
 GIL P% of the time (1 ms bursts) while the batch runs, as a server's event loop does.
+``prefix_cache=0`` turns a variant's prefix cache off and ``min_reuse_tokens=N`` sets the shortest
+hit its grouped prompts keep. ``--shared-prefix N`` starts every random prompt with the same N
+tokens, as a chat template's system part does, so each request after the first hits the cache
+for about N tokens.
 """
 
 from __future__ import annotations
@@ -41,6 +45,8 @@ def parse() -> argparse.Namespace:
     p.add_argument("--dtype", default="auto")
     p.add_argument("--moe-top-k", type=int, default=None, help="route MoE models to K experts per token")
     p.add_argument("--prompt-tokens", type=int, default=0, help="random prompt of N tokens (0: a chat prompt)")
+    p.add_argument("--shared-prefix", type=int, default=0,
+                   help="the first N tokens of every random prompt are the same (a chat template's system part)")
     p.add_argument("--max-tokens", type=int, default=128)
     p.add_argument("--temperature", type=float, default=0.0,
                    help="sample every contender at this temperature (0: greedy; above 0 replies are "
@@ -57,16 +63,18 @@ def parse() -> argparse.Namespace:
     return p.parse_args()
 
 
-def prompts(loaded, n_tokens: int, count: int, seed: int = 0) -> list[list[int]]:
-    """``count`` random prompts of ``n_tokens`` (a new set for each ``seed``), or with 0 the
-    one chat prompt ``count`` times (so every request after the first is a prefix-cache hit)."""
+def prompts(loaded, n_tokens: int, count: int, seed: int = 0, shared: int = 0) -> list[list[int]]:
+    """``count`` random prompts of ``n_tokens`` (a new set for each ``seed``; the first
+    ``shared`` tokens the same in every set), or with 0 the one chat prompt ``count`` times (so
+    every request after the first is a prefix-cache hit)."""
     from mlxctl.api.prompt import chat_messages, render_chat
 
     if n_tokens == 0:
         base = render_chat(loaded.tokenizer, chat_messages(PROMPT))
         return [base[:-1] + [base[-1]] for _ in range(count)]
+    head = [random.Random(-1).randrange(100, 40000) for _ in range(min(shared, n_tokens))]
     rng = random.Random(seed)
-    return [[rng.randrange(100, 40000) for _ in range(n_tokens)] for _ in range(count)]
+    return [head + [rng.randrange(100, 40000) for _ in range(n_tokens - len(head))] for _ in range(count)]
 
 
 def mlx_lm_sampler(temperature: float):
@@ -198,10 +206,10 @@ def run_batch(loaded, engines, concurrency: int, args) -> dict:
            **{name: (lambda batch, e=e: engine_batch(e, batch, n, t, LOADS.get(name))) for name, e in engines.items()}}
     seeds = iter(range(1, 1 << 30))
     for fn in fns.values():
-        fn(prompts(loaded, args.prompt_tokens, concurrency, next(seeds)))
+        fn(prompts(loaded, args.prompt_tokens, concurrency, next(seeds), args.shared_prefix))
     runs = {k: [] for k in fns}
     for _ in range(args.reps):
-        batch = prompts(loaded, args.prompt_tokens, concurrency, next(seeds))
+        batch = prompts(loaded, args.prompt_tokens, concurrency, next(seeds), args.shared_prefix)
         for name, fn in fns.items():
             runs[name].append(fn(batch))
     return summarise(runs, None)
@@ -224,11 +232,14 @@ def engine_configs(args, sizes: list[int]) -> dict:
     configs = {"engine": base}
     for spec in args.variant:
         name, _, settings = spec.partition(":")
-        scheduler, engine, speculation = {}, {}, {}
+        scheduler, engine, speculation, prefix = {}, {}, {}, {}
         for item in filter(None, settings.split(",")):
             key, _, value = item.partition("=")
             if key in ("prefill_chunk", "max_prefilling", "prefill_step_ms"):
                 scheduler[key] = int(value)
+            elif key in ("prefix_cache", "min_reuse_tokens"):
+                prefix["enabled" if key == "prefix_cache" else key] = bool(int(value)) if key == "prefix_cache" \
+                    else int(value)
             elif key == "pool_cap_bytes":
                 engine[key] = int(value)
             elif key == "kv_bits":  # --kv-bits, groups of 64
@@ -242,10 +253,11 @@ def engine_configs(args, sizes: list[int]) -> dict:
             else:
                 raise SystemExit(f"--variant {spec}: unknown setting {key!r} (prefill_chunk, max_prefilling, "
                                  "prefill_step_ms, pool_cap_bytes, speculative, num_draft_tokens, max_rows, kv_bits, "
-                                 "arrival_ms, gil_busy_pct)")
+                                 "prefix_cache, min_reuse_tokens, arrival_ms, gil_busy_pct)")
         configs[f"engine[{name}]"] = dataclasses.replace(
             base, scheduler=dataclasses.replace(base.scheduler, **scheduler),
-            speculation=dataclasses.replace(base.speculation, **speculation), **engine)
+            speculation=dataclasses.replace(base.speculation, **speculation),
+            prefix=dataclasses.replace(base.prefix, **prefix), **engine)
     return configs
 
 

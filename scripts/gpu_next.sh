@@ -16,6 +16,8 @@
 #            prompt lengths (every length a new shape without buckets), and at 64 streams of
 #            512-token prompts, each order once. PART=18e: the in-process engine at 64 streams.
 #   PART=18t: engine step traces (MLXCTL_STEP_TRACE) behind the daemon and in process, 64 streams.
+#   PART=18h: the prefix cache's part: daemons without and with it, traced, fresh prompts then repeated
+#            ones (not yet run: no device could be had, 2026-12-06).
 #   PART=20: issue 20: --kv-bits 8 and 4 against 16-bit KV at 16 and 64 streams (8B 4-bit), one
 #            setting a process (all in one ran out of memory at 64 streams on an H100, 2026-12-06).
 #   PART=19h: a hybrid model (Qwen3.5-35B-A3B shape, 4-bit) at 4 and 8 streams with batches
@@ -106,6 +108,22 @@ case ${PART:-19} in
   MLXCTL_STEP_TRACE=$OUT/trace_engine.jsonl timeout 250 $PY scripts/bench_engine.py --model "$M" --dtype native \
     --prompt-tokens 512 --max-tokens 128 --concurrency 64 --reps 3 --json > "$OUT/engine_t.json" 2> "$OUT/engine_t.log"
   for f in serve engine; do $PY scripts/step_trace.py "$OUT/trace_$f.jsonl" > "$OUT/steps_$f.txt" 2>&1; done ;;
+18h)  # the prefix cache's part in the daemon's gap: A --no-prefix-cache (8080), B as by default (8082), step
+  # traces of both; fresh prompts each invocation (a new --seed: B then hits only the chat template's first
+  # tokens), then the same prompts again (B hits most of each prompt)
+  MLXCTL_STEP_TRACE=$OUT/trace_nocache.jsonl $PY -m mlxctl serve -m "$M" --dtype native --max-num-seqs 256 \
+    --port 8080 --served-model-name l --no-prefix-cache 2> "$OUT/serve_a.log" &
+  a=$!
+  MLXCTL_STEP_TRACE=$OUT/trace_cache.jsonl $PY -m mlxctl serve -m "$M" --dtype native \
+    --max-num-seqs 256 --port 8082 --served-model-name l 2> "$OUT/serve_b.log" &
+  b=$!
+  for _ in $(seq 120); do curl -sf localhost:8080/health >/dev/null && curl -sf localhost:8082/health >/dev/null && break; sleep 1; done
+  i=0; for seed in 1 2 3 3; do i=$((i + 1))  # the last run repeats the third's prompts
+    timeout 100 $PY -m mlxctl bench-serve --url http://127.0.0.1:8080 -m l --url http://127.0.0.1:8082 -m l \
+      --prompt-tokens 512 --output-tokens 128 -c 64 -n 64 --seed $seed --json > "$OUT/h$i.json" 2> "$OUT/h$i.err"
+  done
+  kill $a $b; wait $a $b
+  for f in nocache cache; do $PY scripts/step_trace.py "$OUT/trace_$f.jsonl" --gap 0.03 > "$OUT/steps_$f.txt" 2>&1; done ;;
 18d)
   timeout 400 $PY scripts/bench_engine.py --model "$M" --dtype native --prompt-tokens 512 --max-tokens 128 \
     --concurrency 64 --reps 4 --variant gil25:gil_busy_pct=25 --variant gil40:gil_busy_pct=40 \

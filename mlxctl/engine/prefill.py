@@ -61,6 +61,8 @@ class PromptWork:
         than half of over PAD_FREE padded tokens would be padding the longest goes alone."""
         if len(ends) < 2 or self.prefix.checkpoints or not self.runner.can_batch_prefill(ends):
             return []
+        for req in ends:  # a short hit would send the whole group through the merged-cache path
+            self.prefix.let_short_hit_go(req)
         if any(r.num_prefilled for r in ends) and not self.runner.can_batch_tails(ends):
             ends = [r for r in ends if not r.num_prefilled]
         group = sorted(ends, key=lambda r: r.prompt_left)

@@ -132,6 +132,7 @@ class PrefixReuse:
     def __init__(self, loaded: Any, config: PrefixConfig, kv: KVQuant = KVQuant()):
         self.model, self.kv = loaded.model, kv
         self.reason = None if config.enabled else "disabled"
+        self.min_reuse = config.min_reuse_tokens
         self.enabled = self.reason is None
         self.bits, self.group_size, self.dtype, self.num_layers = config.bits, 0, None, 0
         self.disk = None
@@ -191,6 +192,20 @@ class PrefixReuse:
             req.cache, req.num_prefilled = self._cache_from(hit), hit.num_tokens
         req.num_reused = req.num_prefilled
         req.checkpoint_at = cut_points(req.prefill_tokens, req.num_prefilled, self.turn_ends) if self.checkpoints else []
+
+    def let_short_hit_go(self, req: Request) -> bool:
+        """A prompt about to be prefilled with others: a hit shorter than ``min_reuse`` tokens
+        (``PrefixConfig.min_reuse_tokens``) is let go, its blocks released, and the prompt
+        prefills whole, as if nothing were cached (its stream's first events then say so). Not
+        once part of the prompt ran, nor for a resumed request. True when it let one go."""
+        if not (0 < req.num_reused < self.min_reuse) or req.num_prefilled != req.num_reused or req.resume is not None:
+            return False
+        self.cache.count_let_go(req.num_reused, req.num_reused % self.cache.block_size != 0)
+        self.forget(req)
+        req.cache, req.num_prefilled, req.num_reused, req.cached_tokens = None, 0, 0, 0
+        if req.stream is not None:
+            req.stream.cached_tokens = 0
+        return True
 
     def remember_prompt(self, req: Request, cache: list[Any]) -> None:
         """At the end of a prompt: its blocks (a model served from checkpoints took its own

@@ -13,7 +13,15 @@ class PrefixConfig:
     bits: int = 0  # 0: blocks keep the model's KV dtype; 8 or 4: quantised (smaller, not bit-exact)
     cache_dir: str | None = None  # the disk tier's directory; None: memory only
     disk_max_bytes: int = 0  # 0: a tenth of the free space on the disk, at most 20 GiB
+    # a prompt prefilled together with others lets a hit shorter than this go and prefills
+    # whole: one row holding KV sends its group through the merged-cache path (engine.runner),
+    # which costs more than a few dozen tokens of prefill save (64 prompts of 542 tokens sharing a
+    # 27-token chat-template prefix ran at 0.84x with the cache on; CPU, docs/benchmarks.md). A
+    # prompt prefilled alone keeps any hit.
+    min_reuse_tokens: int = 128
 
     def __post_init__(self) -> None:
+        if self.min_reuse_tokens < 0:
+            raise ValueError(f"prefix-cache min_reuse_tokens must be at least 0, got {self.min_reuse_tokens}")
         if self.bits not in (0, 4, 8):
             raise ValueError(f"prefix-cache bits must be 0 (off), 4 or 8, got {self.bits}")

@@ -7,6 +7,7 @@ import pytest
 from mlxctl.engine.engine import Engine, EngineConfig
 from mlxctl.engine.prefix_config import PrefixConfig
 from mlxctl.engine.sampling import SamplingParams
+from tests.engine.gate import StepGate
 from tests.engine.tiny import tiny_loaded
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=10)
@@ -97,9 +98,10 @@ def test_the_next_turn_reuses_the_previous_answer_too(pair):
 
 def test_a_system_prompt_shorter_than_a_block_is_reused_from_part_of_a_block():
     """Chat templates put a short system prompt before every user message: with 16-token
-    blocks its 10 tokens are served from part of the first prompt's first block, alone and for
-    prompts prefilled together, and the answers are those of an engine without the cache."""
-    on, off = engine_with(True, block_size=16), engine_with(False)
+    blocks its 10 tokens are served from part of the first prompt's first block to a prompt
+    prefilled alone, and (with ``min_reuse_tokens`` at 0) to prompts prefilled together; the
+    answers are those of an engine without the cache."""
+    on, off = engine_with(True, block_size=16, min_reuse_tokens=0), engine_with(False)
     system = list(range(1, 11))
     try:
         on.submit(system + [40, 41, 42, 43, 44, 45, 46, 47], GREEDY).collect()
@@ -114,4 +116,49 @@ def test_a_system_prompt_shorter_than_a_block_is_reused_from_part_of_a_block():
         assert [d.token_ids for d in done] == [off.submit(p, GREEDY).collect().token_ids for p in together]
         assert on.stats()["prefix_cache"]["partial_hits"] == 4
     finally:
+        on.shutdown(), off.shutdown()
+
+
+def test_prompts_prefilled_together_let_a_short_hit_go_and_a_prompt_alone_keeps_it():
+    """One row holding KV sends its whole group through the merged-cache path, which costs more
+    than a short hit saves (docs/benchmarks.md): by default a prompt prefilled with others lets
+    a hit under ``min_reuse_tokens`` (128) go and prefills whole. Alone it keeps the hit; a long
+    hit is kept together too. The answers are those of an engine without the cache either way,
+    and the counters say what happened. (A gate holds the engine while the prompts are
+    submitted, so they are admitted, and prefilled, together.)"""
+    loaded = tiny_loaded()
+    gate = StepGate(lambda: False)
+    on = Engine(lambda: loaded, EngineConfig(prefix=PrefixConfig(block_size=16), fault_hook=gate)).start()
+    off = engine_with(False)
+
+    def together(prompts):
+        busy = on.submit([1, 2], SamplingParams(temperature=0.0, max_tokens=500, ignore_eos=True))
+        gate.hold_next(lambda: bool(on.scheduler.running))
+        assert gate.held.wait(30)  # between steps: what is submitted now is admitted at once, after this step
+        streams = [on.submit(p, GREEDY) for p in prompts]
+        gate.hold_next(lambda: False)
+        done = [s.collect() for s in streams]
+        busy.abort()
+        return streams, done
+
+    system = list(range(1, 11))
+    try:
+        on.submit(system + [40, 41, 42, 43, 44, 45, 46, 47], GREEDY).collect()
+        assert on.submit(system + [50, 51, 52], GREEDY).collect().usage.cached_tokens == 10  # alone
+        prompts = [system + [60 + i] * (3 + i) for i in range(3)]
+        streams, done = together(prompts)
+        assert [d.usage.cached_tokens for d in done] == [0, 0, 0]
+        assert [s.cached_tokens for s in streams] == [0, 0, 0]  # what their first events said
+        assert [d.token_ids for d in done] == [off.submit(p, GREEDY).collect().token_ids for p in prompts]
+        stats = on.stats()["prefix_cache"]
+        assert (stats["hits_let_go"], stats["partial_hits"]) == (3, 1)
+        long_system = [(i * 7) % 50 + 1 for i in range(140)]  # 140 tokens: over the threshold
+        on.submit(long_system + [9], GREEDY).collect()
+        prompts = [long_system + [60 + i] * (3 + i) for i in range(3)]
+        _, done = together(prompts)
+        assert [d.usage.cached_tokens for d in done] == [140, 140, 140]
+        assert [d.token_ids for d in done] == [off.submit(p, GREEDY).collect().token_ids for p in prompts]
+        assert on.stats()["prefix_cache"]["hits_let_go"] == 3
+    finally:
+        gate.release()
         on.shutdown(), off.shutdown()

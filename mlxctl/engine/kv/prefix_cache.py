@@ -69,7 +69,7 @@ class PrefixCache:
         self._lower = lower
         self._pool = BlockPool()
         self._counts = Counter(queries=0, hits=0, hit_tokens=0, partial_hits=0, inserted_blocks=0, evictions=0,
-                               promoted_blocks=0, inserted_checkpoints=0)
+                               promoted_blocks=0, inserted_checkpoints=0, hits_let_go=0)
 
     @property
     def bytes(self) -> int:
@@ -132,6 +132,13 @@ class PrefixCache:
             self._counts["hit_tokens"] += hit.num_tokens
             self._counts["partial_hits"] += partial is not None
         return hit
+
+    def count_let_go(self, tokens: int, partial: bool) -> None:
+        """A hit its request let go (engine.prefix ``let_short_hit_go``): no longer counted as one."""
+        self._counts["hits"] -= 1
+        self._counts["hit_tokens"] -= tokens
+        self._counts["partial_hits"] -= partial
+        self._counts["hits_let_go"] += 1
 
     def lookup_checkpoint(self, tokens: Sequence[int], *, fingerprint: str | None = None) -> PrefixHit:
         """The deepest checkpoint whose tokens ``tokens`` start with, and the full blocks before

@@ -1,0 +1,51 @@
+"""MLXCTL_STEP_TRACE: one JSON line per engine step, and scripts/step_trace.py's sums of them."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from mlxctl.engine.engine import Engine
+from mlxctl.engine.sampling import SamplingParams
+from tests.engine.tiny import tiny_loaded
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_each_step_is_traced_and_the_script_sums_the_runs(tmp_path, monkeypatch):
+    trace = tmp_path / "steps.jsonl"
+    monkeypatch.setenv("MLXCTL_STEP_TRACE", str(trace))
+    loaded = tiny_loaded()
+    params = SamplingParams(temperature=0.0, max_tokens=6, ignore_eos=True)
+    with Engine(lambda: loaded) as engine:
+        streams = [engine.submit([1, 2, 3, 4, 5], params), engine.submit([7, 8, 9], params)]
+        assert [len(s.collect().token_ids) for s in streams] == [6, 6]
+    lines = [json.loads(line) for line in trace.read_text().splitlines()]  # written at shutdown
+    assert set(lines[0]) == {"t", "dt", "idle", "rows", "prefill_tokens", "prefill_reqs", "joined", "emitted", "spec"}
+    assert sum(s["emitted"] for s in lines) == 12
+    assert sum(s["joined"] for s in lines) == 2
+    assert sum(s["prefill_tokens"] for s in lines) == 8
+    assert all(s["dt"] >= 0 and s["idle"] >= 0 for s in lines) and lines[0]["t"] == 0
+    out = subprocess.run([sys.executable, str(ROOT / "scripts" / "step_trace.py"), str(trace), "--json", "--gap", "60"],
+                         capture_output=True, text=True, check=True)
+    (run,) = json.loads(out.stdout)
+    assert run["steps"] == len(lines) and run["emitted"] == 12 and run["prompt_tokens"] == 8
+    assert run["decode_steps"] + run["prompt_steps"] == len(lines)
+
+
+def test_without_the_variable_nothing_is_written(tmp_path, monkeypatch):
+    monkeypatch.delenv("MLXCTL_STEP_TRACE", raising=False)
+    monkeypatch.chdir(tmp_path)
+    loaded = tiny_loaded()
+    with Engine(lambda: loaded) as engine:
+        assert engine.trace is None
+        engine.submit([1, 2, 3], SamplingParams(temperature=0.0, max_tokens=2)).collect()
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_the_script_names_a_file_it_cannot_read(tmp_path):
+    out = subprocess.run([sys.executable, str(ROOT / "scripts" / "step_trace.py"), str(tmp_path / "none.jsonl")],
+                         capture_output=True, text=True)
+    assert out.returncode == 2 and "none.jsonl" in out.stderr
