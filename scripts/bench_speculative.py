@@ -1,7 +1,7 @@
 """Speculative decoding against plain decoding, one request, in one process (issue 19).
 
   python scripts/bench_speculative.py [--model REF] [--dtype auto] [--code-tokens 200]
-         [--max-tokens 200] [--reps 3] [--draft 8[,4,...]] [--draft-model REF [--draft-dtype native]]
+         [--max-tokens 200] [--reps 3] [--draft 8[,4,...]] [--grow] [--draft-model REF [--draft-dtype native]]
          [--batch N] [--transcript docs/workloads/agent_transcript.json] [--json]
 
 The prompt asks the model to repeat about --code-tokens tokens of this repository's source
@@ -37,6 +37,8 @@ def parse() -> argparse.Namespace:
     p.add_argument("--max-tokens", type=int, default=200)
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--draft", default="8", help="comma-separated --num-draft-tokens values")
+    p.add_argument("--grow", action="store_true",
+                   help="also ngram with growing drafts (a draft taken whole doubles the next) at each --draft size")
     p.add_argument("--draft-model", default=None, help="also --speculative draft with this model, at each --draft size")
     p.add_argument("--draft-dtype", default="auto")
     p.add_argument("--batch", type=int, default=1,
@@ -93,6 +95,8 @@ def main() -> int:
     prompt = prompts[0]
     configs = {"off": SpeculationConfig()}
     configs.update({f"ngram{k}": SpeculationConfig("ngram", int(k)) for k in args.draft.split(",")})
+    if args.grow:
+        configs.update({f"ngram{k}+": SpeculationConfig("ngram", int(k), grow=True) for k in args.draft.split(",")})
     if args.draft_model:
         configs.update({f"draft{k}": SpeculationConfig("draft", int(k), args.draft_model, args.draft_dtype)
                         for k in args.draft.split(",")})

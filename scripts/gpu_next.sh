@@ -31,7 +31,7 @@
 #            lookup rarely drafts: the cost of trying) at 1, 4, 16 and 64 streams, on and off.
 #   PART=19s: the real SmolLM2 (carry .gpu-w2; /tmp/w1 from `PART=1 bash scripts/gpu_speculative.sh`
 #            with .gpu-w1 carried): the edit-like prompt and the agent transcript, one request,
-#            against the bare generate_step loop.
+#            against the bare generate_step loop; fixed drafts of 8 and 16 and growing ones (--grow).
 # 2026-12-06: an H100 ran PART=19 and 18 at 146f880, PART=20 at 0caf69b (issue 20 closed). Next:
 # PART=19 (now with a hybrid model's batches speculating), on the H200 if one comes; for issue 18,
 # scripts/gpu_profile_serve.sh and gpu_ab.sh pair BOTH_ORDERS=1 are the tools (benchmarks.md,
@@ -66,7 +66,7 @@ case ${PART:-19} in
     > "$OUT/spec_t1.json" 2> "$OUT/spec_t1.log" ;;
 19s)
   S=/tmp/smollm2; mkdir -p "$S" && cp .gpu-home/models/smollm2-135m/* "$S"/ && cat /tmp/w1 .gpu-w2/part > "$S/model.safetensors"
-  timeout 200 $PY scripts/bench_speculative.py --model "$S" --reps 3 --draft 8,16 --json \
+  timeout 300 $PY scripts/bench_speculative.py --model "$S" --reps 3 --draft 8,16 --grow --json \
     > "$OUT/smol_edit.json" 2> "$OUT/smol_edit.log"
   timeout 150 $PY scripts/bench_speculative.py --model "$S" --reps 3 --draft 8 \
     --transcript docs/workloads/agent_transcript.json --json > "$OUT/smol_transcript.json" 2> "$OUT/smol_transcript.log" ;;

@@ -85,6 +85,7 @@ class Engine:
         self._emitted = 0  # tokens emitted so far (what a step did, for the speculation policy)
         self.spec_policy = speculative_step.Policy()
         self.spec_rows = speculative_step.MAX_ROWS  # the largest batch that speculates (set at load)
+        self.spec_grow = ""  # growing ngram drafts: the backend that bounds them (set at load; "": off)
         self.spec_replay = False  # recurrent layers go back by replaying the kept tokens (set at load)
         self.mixer_tap: Any = None  # mixer_replay.MixerTap: that replay by the recurrent mixers alone
         self.spec_mixer_replays = 0

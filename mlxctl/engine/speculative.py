@@ -46,6 +46,7 @@ class SpeculationConfig:
     max_rows: int | None = None  # the largest batch that speculates (None: by backend, speculative_step.max_rows)
     measured: bool = True  # False: speculate whenever eligible, without the policy's measurements (tests)
     mixer_replay: bool = True  # recurrent models: undo a rejected draft by their mixers alone (False: the whole model)
+    grow: bool = False  # ngram: a draft taken whole doubles the next one, up to grow_ceiling (see SpeculationStats)
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -65,6 +66,20 @@ class SpeculationConfig:
 
 
 MISSES = 3  # drafts in a row with nothing accepted before a request pauses drafting
+GROW_FACTOR = 4  # a growing draft reaches at most this many times the request's draft length
+
+
+def grow_ceiling(k: int, backend: str) -> int:
+    """The longest draft a request of draft length ``k`` grows to: ``GROW_FACTOR`` times ``k``,
+    at most ``MAX_DRAFT_TOKENS``, and on CUDA at most one token short of the widest check that
+    runs unfused (models/short_attention.py: a wider one would build a cuDNN graph for every new
+    cache length). Never below ``k``."""
+    from mlxctl.models.short_attention import MAX_QUERIES
+
+    ceiling = min(GROW_FACTOR * k, MAX_DRAFT_TOKENS)
+    if backend == "cuda":
+        ceiling = min(ceiling, MAX_QUERIES - 1)
+    return max(k, ceiling)
 PAUSE_TOKENS = 32  # tokens it then decodes plainly before it drafts again
 
 
@@ -72,18 +87,28 @@ PAUSE_TOKENS = 32  # tokens it then decodes plainly before it drafts again
 class SpeculationStats:
     """Draft tokens checked and accepted (per request, and the engine's totals). Per request,
     also when it drafts again: after ``MISSES`` drafts in a row with nothing accepted (its text
-    does not repeat, or the draft model guesses wrong) it pauses for ``PAUSE_TOKENS`` tokens."""
+    does not repeat, or the draft model guesses wrong) it pauses for ``PAUSE_TOKENS`` tokens;
+    and, with ``SpeculationConfig.grow``, how long its next draft is: a draft taken whole (a
+    long stretch being copied) doubles the next, up to a ceiling, and any rejection goes back to
+    the request's own length (``draft_length``)."""
 
     steps: int = 0  # drafts checked (a batch's step checks one per drafting request)
     drafted: int = 0
     accepted: int = 0
     misses: int = 0  # drafts in a row with nothing accepted
     paused_until: int = 0  # a request: it drafts again once it has generated this many tokens
+    grown: int = 0  # a request's next draft length after drafts taken whole (0: its own)
 
-    def add(self, drafted: int, accepted: int, generated: int = 0) -> None:
+    def draft_length(self, k: int, ceiling: int) -> int:
+        """The next draft's length for a request of draft length ``k``, growing up to ``ceiling``."""
+        return min(max(k, self.grown), ceiling)
+
+    def add(self, drafted: int, accepted: int, generated: int = 0, ceiling: int = 0) -> None:
+        """A checked draft; with a ``ceiling`` (growing drafts) one taken whole doubles the next."""
         self.steps += 1
         self.drafted += drafted
         self.accepted += accepted
+        self.grown = min(2 * drafted, ceiling) if ceiling and drafted and accepted == drafted else 0
         self.misses = 0 if accepted else self.misses + 1
         if self.misses >= MISSES:
             self.misses, self.paused_until = 0, generated + PAUSE_TOKENS

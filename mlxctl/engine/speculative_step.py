@@ -59,6 +59,14 @@ def setup(engine: Any) -> None:
                  "do not stop at a row's length, so a batch's rows cannot go back by different counts)")
         rows = 1
     engine.spec_rows = rows
+    # growing drafts (ngram only: a draft model's guesses cost a pass each): the backend bounds them
+    engine.spec_grow = _backend() if spec.grow and spec.mode == "ngram" else ""
+
+
+def _backend() -> str:
+    from mlxctl.engine.wired import backend
+
+    return backend()
 
 
 def check_request(engine: Any, params: Any) -> None:
@@ -156,15 +164,19 @@ def speculate(engine: Any) -> bool:
     import mlx.core as mx
 
     from mlxctl.engine.constraints import draft_masks
-    from mlxctl.engine.speculative import accept_rows
+    from mlxctl.engine.speculative import accept_rows, grow_ceiling
 
     batch = engine.batch
     reqs, pendings, first = list(batch.requests), batch.tokens.tolist(), list(batch.samples)
-    drafts = []
+    drafts, ceilings = [], []
     for req, pending in zip(reqs, pendings):
         room = req.max_new_tokens - req.num_generated - 1  # tokens it may emit after the pending one
         asked = req.params.num_draft_tokens  # the request's own, else the engine's
         k = engine.config.speculation.num_draft_tokens if asked is None else asked
+        ceiling = grow_ceiling(k, engine.spec_grow) if engine.spec_grow and k else 0
+        if ceiling:
+            k = req.speculation.draft_length(k, ceiling)
+        ceilings.append(ceiling)
         k = min(k, room) if req.speculation.drafting(req.num_generated) else 0
         drafts.append(_proposer(engine, req).propose(req.prompt_tokens + req.generated + [pending], k) if k > 0 else [])
     width = max(len(d) for d in drafts)
@@ -191,7 +203,7 @@ def speculate(engine: Any) -> bool:
     for i, (req, (tokens, samples)) in enumerate(zip(reqs, checked)):
         if drafts[i]:  # a filled-out row's matches count as its next tokens, not as accepted drafts
             accepted = min(len(tokens) - 1, len(drafts[i]))
-            req.speculation.add(len(drafts[i]), accepted, req.num_generated)
+            req.speculation.add(len(drafts[i]), accepted, req.num_generated, ceilings[i])
             engine.speculation.add(len(drafts[i]), accepted)
         if _emit_row(engine, req, i, [(pendings[i], first[i]), *zip(tokens[:-1], samples[:-1])]):
             keep.append(i)

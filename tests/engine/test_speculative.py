@@ -388,6 +388,42 @@ def test_a_request_whose_drafts_keep_failing_pauses_drafting():
     assert stats.as_dict()["draft_tokens"] == 4 * (MISSES + 1)
 
 
+def test_a_draft_taken_whole_doubles_the_next_up_to_the_ceiling_and_a_rejection_resets_it():
+    from mlxctl.engine.speculative import SpeculationStats, grow_ceiling
+
+    stats = SpeculationStats()
+    assert stats.draft_length(8, 32) == 8
+    for drafted, then in ((8, 16), (16, 32), (32, 32)):
+        stats.add(drafted, drafted, ceiling=32)
+        assert stats.draft_length(8, 32) == then
+    stats.add(32, 5, ceiling=32)  # rejected at the sixth token: back to the request's own length
+    assert stats.draft_length(8, 32) == 8
+    stats.add(8, 8)  # no ceiling: drafts do not grow
+    assert stats.draft_length(8, 32) == 8
+    # 4x, at most 64; on CUDA at most one short of the widest unfused check (32 queries); never below k
+    assert [grow_ceiling(8, "cpu"), grow_ceiling(8, "metal"), grow_ceiling(8, "cuda")] == [32, 32, 31]
+    assert [grow_ceiling(20, "metal"), grow_ceiling(40, "cuda"), grow_ceiling(2, "cuda")] == [64, 40, 8]
+
+
+def test_growing_drafts_take_fewer_steps_and_decode_the_same_tokens():
+    """The tiny model falls into a loop, which prompt lookup copies whole: with growth each
+    draft taken whole doubles the next (6, 12, 24), so the reply takes fewer checks, token for
+    token the same."""
+    prompt = [1, 2, 3, 4, 1, 2, 3, 4, 1, 2]
+    params = SamplingParams(temperature=0, max_tokens=80)
+    runs = {}
+    for grow in (False, True):
+        config = dataclasses.replace(NGRAM, speculation=dataclasses.replace(NGRAM.speculation, grow=grow))
+        with Engine(lambda: tiny_loaded(), config) as engine:
+            done = engine.submit(prompt, params).collect()
+            runs[grow] = (done.token_ids, engine.stats()["speculative"])
+    (plain_ids, fixed), (grown_ids, grown) = runs[False], runs[True]
+    assert grown_ids == plain_ids
+    assert fixed["draft_tokens"] <= 6 * fixed["steps"]
+    assert grown["draft_tokens"] > 6 * grown["steps"]  # some drafts were longer than 6
+    assert grown["steps"] < fixed["steps"]
+
+
 def test_a_request_may_ask_for_fewer_drafts_or_none():
     prompt = [1, 2, 3, 4, 1, 2, 3, 4, 1, 2]
     with Engine(lambda: tiny_loaded(), NGRAM) as engine:
