@@ -123,7 +123,12 @@ case ${PART:-19} in
       --prompt-tokens 512 --output-tokens 128 -c 64 -n 64 --seed $seed --json > "$OUT/h$i.json" 2> "$OUT/h$i.err"
   done
   kill $a $b; wait $a $b
-  for f in nocache cache; do $PY scripts/step_trace.py "$OUT/trace_$f.jsonl" --gap 0.03 > "$OUT/steps_$f.txt" 2>&1; done ;;
+  for f in nocache cache; do $PY scripts/step_trace.py "$OUT/trace_$f.jsonl" --gap 0.03 > "$OUT/steps_$f.txt" 2>&1; done
+  # in process: every prompt opens with the same 27 tokens (a chat template's opening), hits kept
+  # (the default), short hits let go in groups, no prefix cache
+  timeout 200 $PY scripts/bench_engine.py --model "$M" --dtype native --prompt-tokens 542 --shared-prefix 27 \
+    --max-tokens 128 --concurrency 64 --reps 3 --variant letgo:min_reuse_tokens=128 --variant nocache:prefix_cache=0 \
+    --json > "$OUT/shared27.json" 2> "$OUT/shared27.log" ;;
 18d)
   timeout 400 $PY scripts/bench_engine.py --model "$M" --dtype native --prompt-tokens 512 --max-tokens 128 \
     --concurrency 64 --reps 4 --variant gil25:gil_busy_pct=25 --variant gil40:gil_busy_pct=40 \

@@ -195,7 +195,7 @@ class PrefixReuse:
 
     def let_short_hit_go(self, req: Request) -> bool:
         """A prompt about to be prefilled with others: a hit shorter than ``min_reuse`` tokens
-        (``PrefixConfig.min_reuse_tokens``) is let go, its blocks released, and the prompt
+        (``PrefixConfig.min_reuse_tokens``, 0 by default: none) is let go, its blocks released, and the prompt
         prefills whole, as if nothing were cached (its stream's first events then say so). Not
         once part of the prompt ran, nor for a resumed request. True when it let one go."""
         if not (0 < req.num_reused < self.min_reuse) or req.num_prefilled != req.num_reused or req.resume is not None:

@@ -14,11 +14,11 @@ class PrefixConfig:
     cache_dir: str | None = None  # the disk tier's directory; None: memory only
     disk_max_bytes: int = 0  # 0: a tenth of the free space on the disk, at most 20 GiB
     # a prompt prefilled together with others lets a hit shorter than this go and prefills
-    # whole: one row holding KV sends its group through the merged-cache path (engine.runner),
-    # which costs more than a few dozen tokens of prefill save (64 prompts of 542 tokens sharing a
-    # 27-token chat-template prefix ran at 0.84x with the cache on; CPU, docs/benchmarks.md). A
-    # prompt prefilled alone keeps any hit.
-    min_reuse_tokens: int = 128
+    # whole (0: every hit is kept). One row holding KV sends its group through the merged-cache
+    # path (engine.runner); on the CPU a short hit still paid (the real SmolLM2 over HTTP at 16
+    # streams made 0.87x with hits under 128 tokens let go), on CUDA it is being measured
+    # (docs/benchmarks.md). A prompt prefilled alone keeps any hit.
+    min_reuse_tokens: int = 0
 
     def __post_init__(self) -> None:
         if self.min_reuse_tokens < 0:

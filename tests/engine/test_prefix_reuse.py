@@ -98,10 +98,10 @@ def test_the_next_turn_reuses_the_previous_answer_too(pair):
 
 def test_a_system_prompt_shorter_than_a_block_is_reused_from_part_of_a_block():
     """Chat templates put a short system prompt before every user message: with 16-token
-    blocks its 10 tokens are served from part of the first prompt's first block to a prompt
-    prefilled alone, and (with ``min_reuse_tokens`` at 0) to prompts prefilled together; the
-    answers are those of an engine without the cache."""
-    on, off = engine_with(True, block_size=16, min_reuse_tokens=0), engine_with(False)
+    blocks its 10 tokens are served from part of the first prompt's first block, alone and for
+    prompts prefilled together (``min_reuse_tokens`` 0, the default); the answers are those of
+    an engine without the cache."""
+    on, off = engine_with(True, block_size=16), engine_with(False)
     system = list(range(1, 11))
     try:
         on.submit(system + [40, 41, 42, 43, 44, 45, 46, 47], GREEDY).collect()
@@ -120,15 +120,15 @@ def test_a_system_prompt_shorter_than_a_block_is_reused_from_part_of_a_block():
 
 
 def test_prompts_prefilled_together_let_a_short_hit_go_and_a_prompt_alone_keeps_it():
-    """One row holding KV sends its whole group through the merged-cache path, which costs more
-    than a short hit saves (docs/benchmarks.md): by default a prompt prefilled with others lets
-    a hit under ``min_reuse_tokens`` (128) go and prefills whole. Alone it keeps the hit; a long
-    hit is kept together too. The answers are those of an engine without the cache either way,
+    """One row holding KV sends its whole group through the merged-cache path: with
+    ``min_reuse_tokens`` 128 a prompt prefilled with others lets a shorter hit go and prefills
+    whole. Alone it keeps the hit; a long hit is kept together too. The answers are those of an engine without the cache either way,
     and the counters say what happened. (A gate holds the engine while the prompts are
     submitted, so they are admitted, and prefilled, together.)"""
     loaded = tiny_loaded()
     gate = StepGate(lambda: False)
-    on = Engine(lambda: loaded, EngineConfig(prefix=PrefixConfig(block_size=16), fault_hook=gate)).start()
+    on = Engine(lambda: loaded, EngineConfig(prefix=PrefixConfig(block_size=16, min_reuse_tokens=128),
+                                             fault_hook=gate)).start()
     off = engine_with(False)
 
     def together(prompts):
