@@ -129,6 +129,10 @@ case ${PART:-19} in
   timeout 200 $PY scripts/bench_engine.py --model "$M" --dtype native --prompt-tokens 542 --shared-prefix 27 \
     --max-tokens 128 --concurrency 64 --reps 3 --variant letgo:min_reuse_tokens=128 --variant nocache:prefix_cache=0 \
     --json > "$OUT/shared27.json" 2> "$OUT/shared27.log" ;;
+18s)  # in process only: prompts opening with the same 27 tokens, hits kept, let go in groups, no cache
+  timeout 200 $PY scripts/bench_engine.py --model "$M" --dtype native --prompt-tokens 542 --shared-prefix 27 \
+    --max-tokens 128 --concurrency 64 --reps 3 --variant letgo:min_reuse_tokens=128 --variant nocache:prefix_cache=0 \
+    --json > "$OUT/shared27.json" 2> "$OUT/shared27.log" ;;
 18d)
   timeout 400 $PY scripts/bench_engine.py --model "$M" --dtype native --prompt-tokens 512 --max-tokens 128 \
     --concurrency 64 --reps 4 --variant gil25:gil_busy_pct=25 --variant gil40:gil_busy_pct=40 \
