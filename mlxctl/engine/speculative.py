@@ -66,6 +66,7 @@ class SpeculationConfig:
 
 
 MISSES = 3  # drafts in a row with nothing accepted before a request pauses drafting
+PAUSE_TOKENS = 32  # tokens it then decodes plainly before it drafts again
 GROW_FACTOR = 4  # a growing draft reaches at most this many times the request's draft length
 
 
@@ -80,7 +81,6 @@ def grow_ceiling(k: int, backend: str) -> int:
     if backend == "cuda":
         ceiling = min(ceiling, MAX_QUERIES - 1)
     return max(k, ceiling)
-PAUSE_TOKENS = 32  # tokens it then decodes plainly before it drafts again
 
 
 @dataclass

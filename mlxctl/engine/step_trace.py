@@ -13,10 +13,12 @@ then show whether the daemon's steps are more, longer or further apart.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 from typing import Any
 
+log = logging.getLogger("mlxctl.engine")
 ENV = "MLXCTL_STEP_TRACE"
 FLUSH_EVERY = 256  # lines held before they are written
 
@@ -35,6 +37,8 @@ class StepTrace:
 
     def record(self, start: float, rows: int, plan_prefill: list[tuple[Any, int]], joined: int, emitted: int,
                speculative: bool) -> None:
+        if not self.path:  # stopped: the file could not be written
+            return
         end = time.perf_counter()
         if self._origin is None:
             self._origin = start
@@ -48,7 +52,13 @@ class StepTrace:
             self.flush()
 
     def flush(self) -> None:
-        if self._lines:
-            with open(self.path, "a", encoding="utf-8") as f:
-                f.write("\n".join(self._lines) + "\n")
-            self._lines.clear()
+        """Write the lines held; a file that cannot be written ends the trace with one warning
+        (a diagnostic must not fail the steps it watches)."""
+        if self._lines and self.path:
+            try:
+                with open(self.path, "a", encoding="utf-8") as f:
+                    f.write("\n".join(self._lines) + "\n")
+            except OSError as exc:
+                log.warning("%s: cannot write %s (%s); the step trace stops", ENV, self.path, exc)
+                self.path = ""
+        self._lines.clear()

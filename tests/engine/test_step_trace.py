@@ -45,6 +45,19 @@ def test_without_the_variable_nothing_is_written(tmp_path, monkeypatch):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_trace_that_cannot_be_written_stops_with_a_warning_and_the_engine_serves_on(tmp_path, monkeypatch, caplog):
+    monkeypatch.setenv("MLXCTL_STEP_TRACE", str(tmp_path))  # a directory: no file can be opened there
+    monkeypatch.setattr("mlxctl.engine.step_trace.FLUSH_EVERY", 2)  # written (and failing) mid-run
+    loaded = tiny_loaded()
+    params = SamplingParams(temperature=0.0, max_tokens=8, ignore_eos=True)
+    with caplog.at_level("WARNING", logger="mlxctl.engine"):
+        with Engine(lambda: loaded) as engine:
+            assert len(engine.submit([1, 2, 3], params).collect().token_ids) == 8
+            assert len(engine.submit([4, 5], params).collect().token_ids) == 8
+    warnings = [r.getMessage() for r in caplog.records if "step trace stops" in r.getMessage()]
+    assert len(warnings) == 1 and str(tmp_path) in warnings[0]
+
+
 def test_the_script_names_a_file_it_cannot_read(tmp_path):
     out = subprocess.run([sys.executable, str(ROOT / "scripts" / "step_trace.py"), str(tmp_path / "none.jsonl")],
                          capture_output=True, text=True)
