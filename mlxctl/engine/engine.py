@@ -20,6 +20,7 @@ from typing import Any, Callable, Sequence
 
 from mlxctl.engine import memory, recovery, sleep, speculative_step
 from mlxctl.engine.batch import DecodeBatch
+from mlxctl.engine.byte_detokenize import byte_table
 from mlxctl.engine.events import FinishEvent, FinishReason, TokenLogprob
 from mlxctl.engine.limits import check_prompt, with_context_cap
 from mlxctl.engine.kv_config import KVQuant
@@ -244,6 +245,7 @@ class Engine:
 
         self.model = with_context_cap(self._load(), self.config.max_model_len, self.config.max_model_len_at_most)
         self.vocab_size = _vocab_size(self.model)
+        byte_table(self.model.tokenizer)  # built once per tokenizer: now, not in the first request's admission
         self.scheduler.cfg = resolve_auto(self.scheduler.cfg)
         self.scheduler.pace.target_s = self.scheduler.cfg.prefill_step_ms / 1000
         kv = check_kv(self.model.model, self.config.kv)  # where MLX cannot attend over it: dequantised

@@ -62,3 +62,16 @@ def test_tokenizers_that_are_not_plain_byte_level_keep_the_generic_path(tokenize
     assert byte_table(wordlevel) is None
     assert isinstance(make_detokenizer(wordlevel, True), IncrementalDetokenizer)
     assert byte_table(object()) is None
+
+
+def test_the_engine_builds_its_tokenizers_table_at_load_not_in_the_first_request():
+    """Building the table reads the whole vocabulary (0.4 s for SmolLM2's on our CPU): done while
+    the model loads, the first request's admission does not wait for it."""
+    from mlxctl.engine import byte_detokenize
+    from mlxctl.engine.engine import Engine
+    from tests.engine.tiny import tiny_loaded
+
+    loaded = tiny_loaded()
+    assert loaded.tokenizer not in byte_detokenize._TABLES
+    with Engine(lambda: loaded):
+        assert loaded.tokenizer in byte_detokenize._TABLES
