@@ -72,7 +72,8 @@ def prompts(loaded, n_tokens: int, count: int, seed: int = 0, shared: int = 0) -
     if n_tokens == 0:
         base = render_chat(loaded.tokenizer, chat_messages(PROMPT))
         return [base[:-1] + [base[-1]] for _ in range(count)]
-    head = [random.Random(-1).randrange(100, 40000) for _ in range(min(shared, n_tokens))]
+    fixed = random.Random(-1)  # the shared opening: the same in every set
+    head = [fixed.randrange(100, 40000) for _ in range(min(shared, n_tokens))]
     rng = random.Random(seed)
     return [head + [rng.randrange(100, 40000) for _ in range(n_tokens - len(head))] for _ in range(count)]
 

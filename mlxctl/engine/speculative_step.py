@@ -42,6 +42,8 @@ MAX_ROWS = 8
 def setup(engine: Any) -> None:
     """Once the model is loaded: the draft model (``--speculative draft``), whether this model
     speculates at all, and the largest batch that may."""
+    from mlxctl.engine.wired import backend
+
     spec = engine.config.speculation
     if spec.mode == "draft":
         engine.draft = load_draft(spec, engine.model)
@@ -60,13 +62,7 @@ def setup(engine: Any) -> None:
         rows = 1
     engine.spec_rows = rows
     # growing drafts (ngram only: a draft model's guesses cost a pass each): the backend bounds them
-    engine.spec_grow = _backend() if spec.grow and spec.mode == "ngram" else ""
-
-
-def _backend() -> str:
-    from mlxctl.engine.wired import backend
-
-    return backend()
+    engine.spec_grow = backend() if spec.grow and spec.mode == "ngram" else ""
 
 
 def check_request(engine: Any, params: Any) -> None:
