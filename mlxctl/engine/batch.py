@@ -105,6 +105,11 @@ class DecodeBatch:
             self.caches = self.extract(0)
             self._batched, self.left = False, None
 
+    def stacked(self, row: int) -> StackedRow | list[Any]:
+        """Row ``row``'s KV for the prefix cache: a :class:`StackedRow` where the layers are
+        plain batched KV, else ``extract(row)``."""
+        return (stacked_row(self.caches, row, self.left) if self._batched else None) or self.extract(row)
+
     def extract(self, row: int) -> list[Any]:
         """Row ``row``'s KV as plain per-layer caches (the caches themselves when not batched)."""
         return extract_row(self.caches, row, self.left) if self._batched else self.caches
@@ -134,6 +139,49 @@ def extract_row(cache: list[Any], row: int, left: list[int] | None) -> list[Any]
     row's host-known ``left`` padding (mlx-lm's ``extract`` reads it from the device)."""
     return [c.extract(row) if left is None or type(c) not in BATCHED_KV else
             _extract_kv(c, row, left[row]) if type(c) is BatchKVCache else c.extract(row, left[row]) for c in cache]
+
+
+class StackedRow:
+    """One row of batched plain KV layers, every layer's keys in one lazy ``(layers, 1, heads,
+    tokens, dim)`` array and the values in another: what the prefix cache slices a prompt's
+    blocks from (engine/prefix.py), without first copying the row out layer by layer."""
+
+    __slots__ = ("keys", "values")
+
+    def __init__(self, keys: mx.array, values: mx.array):
+        self.keys, self.values = keys, values
+
+
+def stacked_rows(cache: list[Any], left: list[int] | None) -> list[StackedRow] | None:
+    """Every row of a batched group's cache as a :class:`StackedRow`, all sliced from one
+    stacking of the group's layers (one copy per group, where extracting costs one per row
+    and layer); None unless every layer is plain batched KV of one shape and dtype."""
+    if left is None or not _plain_batched(cache):
+        return None
+    end = cache[0]._idx
+    keys = mx.stack([c.keys[..., :end, :] for c in cache])
+    values = mx.stack([c.values[..., :end, :] for c in cache])
+    return [StackedRow(keys[:, r : r + 1, :, pad:], values[:, r : r + 1, :, pad:]) for r, pad in enumerate(left)]
+
+
+def stacked_row(cache: list[Any], row: int, left: list[int] | None) -> StackedRow | None:
+    """Row ``row`` of batched plain KV layers as a :class:`StackedRow` (one copy of that row);
+    None where ``stacked_rows`` would be."""
+    if left is None or not _plain_batched(cache):
+        return None
+    pad, end = left[row], cache[0]._idx
+    return StackedRow(mx.stack([c.keys[row : row + 1, :, pad:end] for c in cache]),
+                      mx.stack([c.values[row : row + 1, :, pad:end] for c in cache]))
+
+
+def _plain_batched(cache: list[Any]) -> bool:
+    """Whether every layer is mlx-lm's plain ``BatchKVCache``, all of one shape and dtype and
+    at one write position (so the layers stack)."""
+    if not cache or any(type(c) is not BatchKVCache or c.keys is None for c in cache):
+        return False
+    first = cache[0]
+    return all(c._idx == first._idx and c.keys.shape == first.keys.shape and c.values.shape == first.keys.shape
+               and c.keys.dtype == first.keys.dtype and c.values.dtype == first.keys.dtype for c in cache)
 
 
 def _extract_kv(c: BatchKVCache, row: int, pad: int) -> KVCache:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from mlxctl.engine import memory, recovery, sleep, speculative_step
-from mlxctl.engine.batch import DecodeBatch
+from mlxctl.engine.batch import DecodeBatch, StackedRow
 from mlxctl.engine.byte_detokenize import byte_table
 from mlxctl.engine.events import FinishEvent, FinishReason, TokenLogprob
 from mlxctl.engine.limits import check_prompt, with_context_cap
@@ -421,8 +421,9 @@ class Engine:
         """Keep prompt + answer: the next turn of a conversation starts with both. The step
         queued this round fed the last token in, so the batch's KV covers all of them."""
         if self.prefix.enabled:
-            cache = self.batch.extract(row)
-            if speculative_step.trim(cache, self._overhang):  # accepted draft tokens after the stop
+            cache = self.batch.stacked(row) if self.prefix.stacks else self.batch.extract(row)
+            # (a StackedRow is cut at the tokens kept; a list is trimmed of the accepted draft tokens after the stop)
+            if isinstance(cache, StackedRow) or speculative_step.trim(cache, self._overhang):
                 self.prefix.remember_answer(req, cache)  # (recurrent state past a stop cannot go back: not kept)
 
     def _finish(self, req: Request, reason: FinishReason, error: BaseException | None = None) -> None:

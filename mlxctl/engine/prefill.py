@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from mlxctl.engine.batch import extract_row
+from mlxctl.engine.batch import extract_row, stacked_rows
 from mlxctl.engine.request import Request
 from mlxctl.errors import MlxctlError
 
@@ -127,8 +127,9 @@ class PromptWork:
         batch reorders its rows."""
         if not self.prefix.enabled or self.prefix.checkpoints:  # (checkpoints were taken while prefilling)
             return
+        rows = stacked_rows(joiner.cache, joiner.left) if joiner.batched and self.prefix.stacks else None
         for row, req in enumerate(joiner.requests):
-            cache = extract_row(joiner.cache, row, joiner.left) if joiner.batched else joiner.cache
+            cache = rows[row] if rows else extract_row(joiner.cache, row, joiner.left) if joiner.batched else joiner.cache
             self._held.append((req, cache))
 
     def remember_held(self) -> None:

@@ -24,6 +24,7 @@ import os
 from typing import Any
 
 import mlx.core as mx
+from mlxctl.engine.batch import StackedRow
 from mlxctl.engine.checkpoints import MARKER, CacheLayout, CheckpointPayload, cut_points, turn_end_ids
 from mlxctl.engine.kv import snapshot
 from mlxctl.engine.kv.quantized import QuantizedKV, make_cache
@@ -176,6 +177,12 @@ class PrefixReuse:
         """Whether this model is served from checkpoints (see ``checkpoints.py``)."""
         return self.enabled and self.layout.needs_checkpoints
 
+    @property
+    def stacks(self) -> bool:
+        """Whether blocks are kept as they are, all layers stacked (no checkpoints, no
+        quantising): ``remember_tokens`` then takes a ``batch.StackedRow``."""
+        return self.enabled and not self.checkpoints and not self.bits
+
     def attach(self, req: Request) -> None:
         """Start ``req`` from the longest cached prefix of its prompt (never the last token)."""
         if not self.enabled:
@@ -225,10 +232,14 @@ class PrefixReuse:
         """Keep the blocks of ``tokens`` whose KV ``cache`` (plain, per layer) holds, the last
         partial one too (a later prompt that repeats them all, or shares part of a block, is
         served from it: ``PrefixCache.lookup``); ``salt`` keys what the tokens do not show
-        (media, tenant; see ``kv/media.py``)."""
+        (media, tenant; see ``kv/media.py``). ``cache`` may be a ``batch.StackedRow`` (where
+        ``stacks``): the blocks are then sliced from it as it is."""
         if self.enabled and not self.checkpoints and len(tokens) >= self.cache.min_partial:
             fp = self.cache.fingerprint + ("|" + salt if salt else "")
-            memo = {"limit": len(tokens)}
+            memo: dict[str, Any] = {"limit": len(tokens)}
+            if isinstance(cache, StackedRow):
+                n = len(tokens)
+                memo["whole"] = (cache.keys[..., :n, :], cache.values[..., :n, :])
             self.cache.insert(tokens, lambda start, end: self._payload(cache, start, end, memo), fingerprint=fp,
                               tail=True)
 
@@ -301,7 +312,7 @@ class PrefixReuse:
         had cost 256 blocks x 2 x (16 slices + a stack) operations on the way to its first token."""
         if not cache:  # no layer a block can hold: the block only chains the checkpoints
             return KVBlockPayload([], self.bits, self.group_size, self.dtype)
-        if not self.bits and _uniform(cache):
+        if memo is not None and "whole" in memo or not self.bits and _uniform(cache):
             whole = _stacked_upto(cache, memo) if memo is not None else None
             if whole is not None:
                 stacked = (mx.contiguous(whole[0][..., start:end, :]), mx.contiguous(whole[1][..., start:end, :]))

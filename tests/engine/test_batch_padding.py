@@ -79,3 +79,35 @@ def test_the_mirror_matches_the_device_and_rows_answer_as_alone(loaded, prefix):
     for mirror, device, n in seen:
         assert mirror == device and len(mirror) == n
 
+
+
+def test_stacked_rows_hold_what_extract_row_does():
+    """``stacked_rows`` (a group's rows from one stacking) and ``stacked_row`` (one row) give
+    each row's KV over its own tokens, as extracting it layer by layer does."""
+    import mlx.core as mx
+    from mlx_lm.models.cache import BatchKVCache, KVCache
+
+    from mlxctl.engine.batch import extract_row, stacked_row, stacked_rows
+
+    layers, rows = 3, [5, 9, 2]
+    plain = []
+    for n in rows:
+        cache = []
+        for _ in range(layers):
+            c = KVCache()
+            c.update_and_fetch(mx.random.normal((1, 2, n, 4)), mx.random.normal((1, 2, n, 4)))
+            cache.append(c)
+        plain.append(cache)
+    merged = [BatchKVCache.merge([p[i] for p in plain]) for i in range(layers)]
+    left = read_left(merged)
+    assert left == [4, 0, 7]
+    group = stacked_rows(merged, left)
+    for r in range(len(rows)):
+        want = extract_row(merged, r, left)
+        for got in (group[r], stacked_row(merged, r, left)):
+            assert got.keys.shape == (layers, 1, 2, rows[r], 4)
+            for i, c in enumerate(want):
+                assert mx.array_equal(got.keys[i], c.keys[..., : c.offset, :]).item()
+                assert mx.array_equal(got.values[i], c.values[..., : c.offset, :]).item()
+    quantized = merged[:1] + [None]
+    assert stacked_rows(quantized, left) is None and stacked_row(merged, 0, None) is None

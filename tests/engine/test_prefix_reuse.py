@@ -162,3 +162,43 @@ def test_prompts_prefilled_together_let_a_short_hit_go_and_a_prompt_alone_keeps_
     finally:
         gate.release()
         on.shutdown(), off.shutdown()
+
+
+def test_rows_of_a_group_and_of_the_batch_are_kept_exactly():
+    """A group prefilled together (different lengths, so different left padding) keeps each
+    row's blocks sliced from one stacking of the group (``batch.stacked_rows``), and a row that
+    finishes in a batch keeps prompt + answer (``batch.stacked_row``): served back, alone, each
+    gives the answers of an engine without the cache, from all but its last token, and their
+    logprobs (greedy tokens alone barely notice a wrong position on this tiny model)."""
+    loaded = tiny_loaded()
+    gate = StepGate(lambda: False)
+    on = Engine(lambda: loaded, EngineConfig(prefix=PrefixConfig(block_size=4), fault_hook=gate)).start()
+    off = engine_with(False)
+    exact = SamplingParams(temperature=0.0, max_tokens=10, logprobs=True)
+
+    def same(a, b):
+        assert a.token_ids == b.token_ids
+        assert [x.logprob for x in a.logprobs] == pytest.approx([x.logprob for x in b.logprobs], abs=1e-4)
+
+    prompts = [[(i * 5 + j * 3) % 40 + 3 for j in range(9 + 6 * i)] for i in range(3)]
+    try:
+        busy = on.submit([1, 2], SamplingParams(temperature=0.0, max_tokens=500, ignore_eos=True))
+        gate.hold_next(lambda: bool(on.scheduler.running))
+        assert gate.held.wait(30)
+        streams = [on.submit(p, exact) for p in prompts]
+        gate.hold_next(lambda: False)
+        done = [s.collect() for s in streams]
+        busy.abort()
+        assert on.stats()["prefix_cache"]["hits"] == 0
+        for prompt, first in zip(prompts, done):
+            same(first, off.submit(prompt, exact).collect())
+            again = on.submit(prompt, exact).collect()
+            assert again.usage.cached_tokens == len(prompt) - 1
+            same(again, first)
+            turn2 = prompt + list(first.token_ids) + [7, 8]
+            got = on.submit(turn2, exact).collect()
+            assert got.usage.cached_tokens == len(prompt) + len(first.token_ids)
+            same(got, off.submit(turn2, exact).collect())
+    finally:
+        gate.release()
+        on.shutdown(), off.shutdown()
