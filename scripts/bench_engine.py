@@ -14,7 +14,7 @@ every contender, so the engine's prefix cache never serves them. Every shape is 
 
 ``--variant`` adds an engine with other settings on the same loaded model, measured in the same
 interleaved rounds (keys: prefill_chunk, max_prefilling, prefill_step_ms, pool_cap_bytes, speculative,
-num_draft_tokens, max_rows (the largest batch that speculates), kv_bits), so an engine setting is
+num_draft_tokens, max_rows (the largest batch that speculates), grow (1: ngram drafts grow), kv_bits), so an engine setting is
 compared side by side, e.g. ``--variant clear-always:pool_cap_bytes=0``. Two keys change the load
 instead (at concurrency C): ``arrival_ms=T`` submits the C requests spread evenly over T ms, as a
 burst reaches a server one by one; ``gil_busy_pct=P`` runs a thread of pure Python holding the
@@ -249,11 +249,12 @@ def engine_configs(args, sizes: list[int]) -> dict:
                 engine["kv"] = KVQuant(int(value), 64)
             elif key in ("arrival_ms", "gil_busy_pct"):
                 LOADS.setdefault(f"engine[{name}]", {})[key] = int(value)
-            elif key in ("speculative", "num_draft_tokens", "max_rows"):
-                speculation["mode" if key == "speculative" else key] = value if key == "speculative" else int(value)
+            elif key in ("speculative", "num_draft_tokens", "max_rows", "grow"):
+                speculation["mode" if key == "speculative" else key] = value if key == "speculative" else \
+                    bool(int(value)) if key == "grow" else int(value)
             else:
                 raise SystemExit(f"--variant {spec}: unknown setting {key!r} (prefill_chunk, max_prefilling, "
-                                 "prefill_step_ms, pool_cap_bytes, speculative, num_draft_tokens, max_rows, kv_bits, "
+                                 "prefill_step_ms, pool_cap_bytes, speculative, num_draft_tokens, max_rows, grow, kv_bits, "
                                  "prefix_cache, min_reuse_tokens, arrival_ms, gil_busy_pct)")
         configs[f"engine[{name}]"] = dataclasses.replace(
             base, scheduler=dataclasses.replace(base.scheduler, **scheduler),

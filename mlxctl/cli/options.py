@@ -85,6 +85,15 @@ NumDraftTokensOpt = Annotated[
     ),
 ]
 
+GrowDraftsOpt = Annotated[
+    bool,
+    typer.Option(
+        "--grow-drafts",
+        help="With --speculative ngram: a draft taken whole doubles the request's next one, up to 4x "
+        "--num-draft-tokens (on CUDA at most 31); a rejected token goes back to --num-draft-tokens.",
+    ),
+]
+
 DraftModelOpt = Annotated[
     Optional[str],
     typer.Option(

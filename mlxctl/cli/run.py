@@ -10,8 +10,8 @@ import typer
 from mlxctl.cli.blas import ensure_fast_blas
 from mlxctl.cli.context import given_on_command_line, output_for
 from mlxctl.cli.memory import KvBitsOpt, KvGroupSizeOpt, MaxModelLenOpt
-from mlxctl.cli.options import (DraftDtypeOpt, DraftModelOpt, LoadFormatOpt, MoeTopKOpt, NumDraftTokensOpt,
-                                SpeculativeOpt, TensorParallelOpt)
+from mlxctl.cli.options import (DraftDtypeOpt, DraftModelOpt, GrowDraftsOpt, LoadFormatOpt, MoeTopKOpt,
+                                NumDraftTokensOpt, SpeculativeOpt, TensorParallelOpt)
 from mlxctl.cli.output import Output
 from mlxctl.errors import BadInputError
 
@@ -48,6 +48,7 @@ def run(
     tensor_parallel: TensorParallelOpt = 1,
     speculative: SpeculativeOpt = "off",
     num_draft_tokens: NumDraftTokensOpt = 8,
+    grow_drafts: GrowDraftsOpt = False,
     draft_model: DraftModelOpt = None,
     draft_dtype: DraftDtypeOpt = "auto",
     kv_bits: KvBitsOpt = 0,
@@ -71,7 +72,7 @@ def run(
 
     check_run_options(tensor_parallel, images=image, videos=video)  # before any rank loads the model
     config = engine_config(speculation_flags(ctx, speculative, num_draft_tokens, draft_model, draft_dtype,
-                                             tensor_parallel), kv_flags(ctx, kv_bits, kv_group_size), max_model_len)
+                                             tensor_parallel, grow_drafts), kv_flags(ctx, kv_bits, kv_group_size), max_model_len)
     group = rank_group(tensor_parallel, "run")
     if group is not None and group.rank() != 0:  # rank 0 reads the prompt and prints; this rank follows
         return follow(lazy_engine(model, dtype=dtype, load_format=load_format, moe_top_k=moe_top_k, group=group,

@@ -12,8 +12,9 @@ import typer
 from mlxctl.cli.blas import ensure_fast_blas
 from mlxctl.cli.context import output_for
 from mlxctl.cli.memory import KvBitsOpt, KvGroupSizeOpt, MaxModelLenOpt, MemoryBudgetOpt
-from mlxctl.cli.options import (DEFAULT_HOST, DEFAULT_PORT, DraftDtypeOpt, DraftModelOpt, HostOpt, LoadFormatOpt,
-                                MoeTopKOpt, NumDraftTokensOpt, PortOpt, SpeculativeOpt, TensorParallelOpt)
+from mlxctl.cli.options import (DEFAULT_HOST, DEFAULT_PORT, DraftDtypeOpt, DraftModelOpt, GrowDraftsOpt, HostOpt,
+                                LoadFormatOpt, MoeTopKOpt, NumDraftTokensOpt, PortOpt, SpeculativeOpt,
+                                TensorParallelOpt)
 from mlxctl.cli.output import Output
 from mlxctl.cli.serve_sampling import MaxTokensOpt, TemperatureOpt, TopKOpt, TopPOpt, sampling_defaults
 from mlxctl.cli.tensor_parallel import check_serve_options
@@ -89,6 +90,7 @@ def serve(
     prefill_step_ms: StepMsOpt = None,
     speculative: SpeculativeOpt = "off",
     num_draft_tokens: NumDraftTokensOpt = 8,
+    grow_drafts: GrowDraftsOpt = False,
     draft_model: DraftModelOpt = None,
     draft_dtype: DraftDtypeOpt = "auto",
     kv_bits: KvBitsOpt = 0,
@@ -153,7 +155,7 @@ def serve(
     from mlxctl.cli.speculation import speculation_flags
 
     engine_flags = {"speculation": speculation_flags(ctx, speculative, num_draft_tokens, draft_model, draft_dtype,
-                                                     tensor_parallel),
+                                                     tensor_parallel, grow_drafts),
                     "kv": kv_flags(ctx, kv_bits, kv_group_size, prefix_cache_bits), "max_model_len": max_model_len,
                     **shared_budget(memory_budget(memory_budget_gb), pin_primary)}
     (first_name, first), extras = split_models(model)

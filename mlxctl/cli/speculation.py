@@ -1,5 +1,5 @@
-"""``--speculative``, ``--num-draft-tokens``, ``--draft-model`` and ``--draft-dtype``, checked
-before any model loads."""
+"""``--speculative``, ``--num-draft-tokens``, ``--grow-drafts``, ``--draft-model`` and
+``--draft-dtype``, checked before any model loads."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from mlxctl.errors import BadInputError
 
 
 def speculation_flags(ctx: typer.Context, mode: str, num_draft_tokens: int, draft_model: str | None = None,
-                      draft_dtype: str = "auto", tensor_parallel: int = 1) -> SpeculationConfig:
+                      draft_dtype: str = "auto", tensor_parallel: int = 1, grow: bool = False) -> SpeculationConfig:
     """The engine's speculation settings from the flags; a one-line error for a bad value or a
     flag that would do nothing."""
     from mlxctl.models.loader import check_dtype
@@ -23,6 +23,8 @@ def speculation_flags(ctx: typer.Context, mode: str, num_draft_tokens: int, draf
     for flag, name in (("--num-draft-tokens", "num_draft_tokens"), ("--draft-dtype", "draft_dtype")):
         if mode == "off" and given_on_command_line(ctx, name):
             raise BadInputError(f"{flag} needs --speculative", hint="add --speculative ngram or draft")
+    if grow and mode != "ngram":
+        raise BadInputError("--grow-drafts needs --speculative ngram", hint="drafts grow by prompt lookup only")
     if mode == "draft" and not draft_model:
         raise BadInputError("--speculative draft needs --draft-model", hint="name a smaller model of the same family")
     if draft_model and mode != "draft":
@@ -33,4 +35,4 @@ def speculation_flags(ctx: typer.Context, mode: str, num_draft_tokens: int, draf
         check_dtype(draft_dtype)
     except BadInputError as exc:
         raise BadInputError(f"--draft-dtype: {exc}", hint=exc.hint) from None
-    return SpeculationConfig(mode, num_draft_tokens, draft_model, draft_dtype)
+    return SpeculationConfig(mode, num_draft_tokens, draft_model, draft_dtype, grow=grow)

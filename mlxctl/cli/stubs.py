@@ -13,8 +13,8 @@ from typing import Annotated, Optional
 import typer
 
 from mlxctl.cli.memory import KvBitsOpt, KvGroupSizeOpt, MaxModelLenOpt
-from mlxctl.cli.options import (DEFAULT_URL, DraftDtypeOpt, DraftModelOpt, ModelOpt, NumDraftTokensOpt, SpeculativeOpt,
-                                UrlOpt)
+from mlxctl.cli.options import (DEFAULT_URL, DraftDtypeOpt, DraftModelOpt, GrowDraftsOpt, ModelOpt, NumDraftTokensOpt,
+                                SpeculativeOpt, UrlOpt)
 from mlxctl.errors import NotImplementedYetError
 
 
@@ -66,7 +66,7 @@ ChatImageOpt = Annotated[
 def chat(ctx: typer.Context, model: ModelOpt = None, url: ChatUrlOpt = None, api_key: ChatKeyOpt = None,
          load: LoadOpt = None, system: SystemOpt = None, temperature: ChatTempOpt = None,
          max_tokens: ChatMaxOpt = None, seed: ChatSeedOpt = None, image: ChatImageOpt = None,
-         speculative: SpeculativeOpt = "off", num_draft_tokens: NumDraftTokensOpt = 8,
+         speculative: SpeculativeOpt = "off", num_draft_tokens: NumDraftTokensOpt = 8, grow_drafts: GrowDraftsOpt = False,
          draft_model: DraftModelOpt = None, draft_dtype: DraftDtypeOpt = "auto", kv_bits: KvBitsOpt = 0,
          kv_group_size: KvGroupSizeOpt = 64, max_model_len: MaxModelLenOpt = None) -> None:
     """Chat with a model in a terminal UI.
@@ -87,7 +87,7 @@ def chat(ctx: typer.Context, model: ModelOpt = None, url: ChatUrlOpt = None, api
     from mlxctl.cli.speculation import speculation_flags
 
     base = base_url(url) if url is not None else None
-    speculation = speculation_flags(ctx, speculative, num_draft_tokens, draft_model, draft_dtype)
+    speculation = speculation_flags(ctx, speculative, num_draft_tokens, draft_model, draft_dtype, grow=grow_drafts)
     config = engine_config(speculation, kv_flags(ctx, kv_bits, kv_group_size), max_model_len)
     local = [flag for flag, given in (("--speculative", speculation.enabled), ("--kv-bits", config.kv.enabled),
                                       ("--max-model-len", max_model_len is not None)) if given]

@@ -37,7 +37,8 @@ NGRAM_MIN = 2  # the shortest one tried before giving up (a single token matches
 
 @dataclass(frozen=True)
 class SpeculationConfig:
-    """``--speculative``, ``--num-draft-tokens``, ``--draft-model`` and ``--draft-dtype``."""
+    """``--speculative``, ``--num-draft-tokens``, ``--draft-model``, ``--draft-dtype`` and
+    ``--grow-drafts`` (``grow``)."""
 
     mode: str = "off"
     num_draft_tokens: int = DEFAULT_DRAFT_TOKENS
@@ -59,6 +60,8 @@ class SpeculationConfig:
                                 "same family, e.g. its 4-bit or a smaller size")
         if self.draft_model and self.mode != "draft":
             raise BadInputError(f"a draft_model is used by speculative mode draft, not {self.mode}")
+        if self.grow and self.mode != "ngram":
+            raise BadInputError(f"growing drafts are for speculative mode ngram, not {self.mode}")
 
     @property
     def enabled(self) -> bool:

@@ -80,6 +80,7 @@ def status(engine: Any) -> dict:
     out = {"mode": spec.mode, "active": engine.speculates}
     if spec.enabled:
         out["num_draft_tokens"] = spec.num_draft_tokens
+        out["grow_drafts"] = bool(engine.spec_grow)
         out.update(engine.speculation.as_dict())
         out["tokens_per_s"] = engine.spec_policy.snapshot()
         out["decode_steps"] = dict(engine.spec_policy.counts)

@@ -422,6 +422,7 @@ def test_growing_drafts_take_fewer_steps_and_decode_the_same_tokens():
     assert fixed["draft_tokens"] <= 6 * fixed["steps"]
     assert grown["draft_tokens"] > 6 * grown["steps"]  # some drafts were longer than 6
     assert grown["steps"] < fixed["steps"]
+    assert (fixed["grow_drafts"], grown["grow_drafts"]) == (False, True)  # what /v1/status says
 
 
 def test_a_request_may_ask_for_fewer_drafts_or_none():

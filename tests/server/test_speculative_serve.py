@@ -108,6 +108,9 @@ def test_run_speculates_and_says_how_much_was_accepted(model_home):
     assert plain.returncode == 0 and spec.returncode == 0, spec.stderr
     assert spec.stdout == plain.stdout
     assert "accepted | TTFT" in spec.stderr and "| draft: " in spec.stderr
+    grown = run_cli("run", "-n", "40", "-t", "0", "--speculative", "ngram", "--num-draft-tokens", "5",
+                    "--grow-drafts", ASK, env=env)
+    assert grown.returncode == 0 and grown.stdout == plain.stdout, grown.stderr
     as_json = json.loads(run_cli("run", "-n", "40", "-t", "0", "--speculative", "ngram", "--json", ASK, env=env).stdout)
     assert as_json["timings"]["accepted_tokens"] > 0 and "draft_tokens" not in json.loads(
         run_cli("run", "-n", "4", "-t", "0", "--json", ASK, env=env).stdout)["timings"]
@@ -121,6 +124,9 @@ def test_run_speculates_and_says_how_much_was_accepted(model_home):
     ("serve", ["--speculative", "draft"], "mlxctl: error: --speculative draft needs --draft-model"),
     ("run", ["--speculative", "ngram", "--draft-model", "smollm2-135m"],
      "mlxctl: error: --draft-model needs --speculative draft"),
+    ("serve", ["--grow-drafts"], "mlxctl: error: --grow-drafts needs --speculative ngram"),
+    ("run", ["--speculative", "draft", "--draft-model", "smollm2-135m", "--grow-drafts"],
+     "mlxctl: error: --grow-drafts needs --speculative ngram"),
     ("run", ["--speculative", "draft", "--draft-model", "smollm2-135m", "--draft-dtype", "f8"],
      "mlxctl: error: --draft-dtype: unknown dtype 'f8'"),
 ])
