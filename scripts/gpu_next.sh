@@ -126,8 +126,8 @@ case ${PART:-19} in
   for f in nocache cache; do $PY scripts/step_trace.py "$OUT/trace_$f.jsonl" --gap 0.03 > "$OUT/steps_$f.txt" 2>&1; done
   # in process: every prompt opens with the same 27 tokens (a chat template's opening), hits kept
   # (the default), short hits let go in groups, no prefix cache
-  timeout 200 $PY scripts/bench_engine.py --model "$M" --dtype native --prompt-tokens 542 --shared-prefix 27 \
-    --max-tokens 128 --concurrency 64 --reps 3 --variant letgo:min_reuse_tokens=128 --variant nocache:prefix_cache=0 \
+  timeout 150 $PY scripts/bench_engine.py --model "$M" --dtype native --prompt-tokens 542 --shared-prefix 27 \
+    --max-tokens 128 --concurrency 64 --reps 2 --variant letgo:min_reuse_tokens=128 --variant nocache:prefix_cache=0 \
     --json > "$OUT/shared27.json" 2> "$OUT/shared27.log" ;;
 18s)  # in process only: prompts opening with the same 27 tokens, hits kept, let go in groups, no cache
   timeout 200 $PY scripts/bench_engine.py --model "$M" --dtype native --prompt-tokens 542 --shared-prefix 27 \
