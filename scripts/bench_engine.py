@@ -14,9 +14,9 @@ every contender, so the engine's prefix cache never serves them. Every shape is 
 
 ``--variant`` adds an engine with other settings on the same loaded model, measured in the same
 interleaved rounds (keys: prefill_chunk, max_prefilling, prefill_step_ms, pool_cap_bytes, speculative,
-num_draft_tokens, max_rows (the largest batch that speculates), grow (1: ngram drafts grow), kv_bits), so an engine setting is
-compared side by side, e.g. ``--variant clear-always:pool_cap_bytes=0``. Two keys change the load
-instead (at concurrency C): ``arrival_ms=T`` submits the C requests spread evenly over T ms, as a
+num_draft_tokens, max_rows (the largest batch that speculates), grow (1: ngram drafts grow),
+kv_bits), so an engine setting is compared side by side, e.g. ``--variant
+clear-always:pool_cap_bytes=0``. Two keys change the load instead (at concurrency C): ``arrival_ms=T`` submits the C requests spread evenly over T ms, as a
 burst reaches a server one by one; ``gil_busy_pct=P`` runs a thread of pure Python holding the
 GIL P% of the time (1 ms bursts) while the batch runs, as a server's event loop does.
 ``prefix_cache=0`` turns a variant's prefix cache off and ``min_reuse_tokens=N`` sets the shortest
@@ -254,8 +254,8 @@ def engine_configs(args, sizes: list[int]) -> dict:
                     bool(int(value)) if key == "grow" else int(value)
             else:
                 raise SystemExit(f"--variant {spec}: unknown setting {key!r} (prefill_chunk, max_prefilling, "
-                                 "prefill_step_ms, pool_cap_bytes, speculative, num_draft_tokens, max_rows, grow, kv_bits, "
-                                 "prefix_cache, min_reuse_tokens, arrival_ms, gil_busy_pct)")
+                                 "prefill_step_ms, pool_cap_bytes, speculative, num_draft_tokens, max_rows, grow, "
+                                 "kv_bits, prefix_cache, min_reuse_tokens, arrival_ms, gil_busy_pct)")
         configs[f"engine[{name}]"] = dataclasses.replace(
             base, scheduler=dataclasses.replace(base.scheduler, **scheduler),
             speculation=dataclasses.replace(base.speculation, **speculation),

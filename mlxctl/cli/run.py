@@ -71,8 +71,9 @@ def run(
     from mlxctl.cli.speculation import speculation_flags
 
     check_run_options(tensor_parallel, images=image, videos=video)  # before any rank loads the model
-    config = engine_config(speculation_flags(ctx, speculative, num_draft_tokens, draft_model, draft_dtype,
-                                             tensor_parallel, grow_drafts), kv_flags(ctx, kv_bits, kv_group_size), max_model_len)
+    speculation = speculation_flags(ctx, speculative, num_draft_tokens, draft_model, draft_dtype, tensor_parallel,
+                                    grow_drafts)
+    config = engine_config(speculation, kv_flags(ctx, kv_bits, kv_group_size), max_model_len)
     group = rank_group(tensor_parallel, "run")
     if group is not None and group.rank() != 0:  # rank 0 reads the prompt and prints; this rank follows
         return follow(lazy_engine(model, dtype=dtype, load_format=load_format, moe_top_k=moe_top_k, group=group,

@@ -66,9 +66,9 @@ ChatImageOpt = Annotated[
 def chat(ctx: typer.Context, model: ModelOpt = None, url: ChatUrlOpt = None, api_key: ChatKeyOpt = None,
          load: LoadOpt = None, system: SystemOpt = None, temperature: ChatTempOpt = None,
          max_tokens: ChatMaxOpt = None, seed: ChatSeedOpt = None, image: ChatImageOpt = None,
-         speculative: SpeculativeOpt = "off", num_draft_tokens: NumDraftTokensOpt = 8, grow_drafts: GrowDraftsOpt = False,
-         draft_model: DraftModelOpt = None, draft_dtype: DraftDtypeOpt = "auto", kv_bits: KvBitsOpt = 0,
-         kv_group_size: KvGroupSizeOpt = 64, max_model_len: MaxModelLenOpt = None) -> None:
+         speculative: SpeculativeOpt = "off", num_draft_tokens: NumDraftTokensOpt = 8,
+         grow_drafts: GrowDraftsOpt = False, draft_model: DraftModelOpt = None, draft_dtype: DraftDtypeOpt = "auto",
+         kv_bits: KvBitsOpt = 0, kv_group_size: KvGroupSizeOpt = 64, max_model_len: MaxModelLenOpt = None) -> None:
     """Chat with a model in a terminal UI.
 
     Loads MODEL here, or with --url talks to a running server (picking among its /v1/models).

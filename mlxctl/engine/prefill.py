@@ -129,7 +129,8 @@ class PromptWork:
             return
         rows = stacked_rows(joiner.cache, joiner.left) if joiner.batched and self.prefix.stacks else None
         for row, req in enumerate(joiner.requests):
-            cache = rows[row] if rows else extract_row(joiner.cache, row, joiner.left) if joiner.batched else joiner.cache
+            cache = rows[row] if rows else \
+                extract_row(joiner.cache, row, joiner.left) if joiner.batched else joiner.cache
             self._held.append((req, cache))
 
     def remember_held(self) -> None:
