@@ -129,6 +129,22 @@ case ${PART:-19} in
   timeout 150 $PY scripts/bench_engine.py --model "$M" --dtype native --prompt-tokens 542 --shared-prefix 27 \
     --max-tokens 128 --concurrency 64 --reps 2 --variant letgo:min_reuse_tokens=128 --variant nocache:prefix_cache=0 \
     --json > "$OUT/shared27.json" 2> "$OUT/shared27.log" ;;
+18p)  # the prefix cache's cost on CUDA (PART=18h: 0.81-0.85x without it over HTTP, 0.81x in process, 2026-12-06):
+  # this build (one evaluation a step for the blocks kept) against the build in .old (carry it: `git archive
+  # REV mlxctl | tar -x -C .old`), alternating processes, 64 streams of prompts opening with the same 27
+  # tokens; then py-spy (.gpu-tools carried) samples this build with and without the cache
+  R=(scripts/engine_rounds.py --model "$M" --dtype native --prompt-tokens 542 --shared-prefix 27 --max-tokens 128
+     --concurrency 64 --rounds 4)
+  for i in 1 2 3; do
+    PYTHONPATH=$PWD/.old:$PYTHONPATH timeout 60 $PY "${R[@]}" >> "$OUT/ab.jsonl" 2>> "$OUT/ab.log"
+    timeout 60 $PY "${R[@]}" >> "$OUT/ab.jsonl" 2>> "$OUT/ab.log"
+  done
+  for v in --no-prefix-cache "--min-reuse-tokens 128"; do timeout 60 $PY "${R[@]}" $v >> "$OUT/ab.jsonl" 2>> "$OUT/ab.log"; done
+  $PY -m pip install -q --no-deps --target /tmp/pyspy .gpu-tools/py_spy-*.whl >/dev/null 2>&1
+  for v in "" --no-prefix-cache; do
+    timeout 90 /tmp/pyspy/bin/py-spy record --threads --idle -r 200 -f raw -o "$OUT/prof${v:+_nocache}.txt" -- \
+      $PY "${R[@]}" $v >> "$OUT/ab.jsonl" 2>> "$OUT/spy.log"
+  done ;;
 18s)  # in process only: prompts opening with the same 27 tokens, hits kept, let go in groups, no cache
   timeout 200 $PY scripts/bench_engine.py --model "$M" --dtype native --prompt-tokens 542 --shared-prefix 27 \
     --max-tokens 128 --concurrency 64 --reps 3 --variant letgo:min_reuse_tokens=128 --variant nocache:prefix_cache=0 \

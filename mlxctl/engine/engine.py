@@ -356,13 +356,15 @@ class Engine:
         speculative = speculative_step.eligible(self) and \
             (not self.config.speculation.measured or self.spec_policy.choose(rows))
         if speculative:  # a step that found no draft counts too: it gave up the pipeline's overlap
-            speculative_step.speculate(self)
+            with self.prefix.together():
+                speculative_step.speculate(self)
         elif rows:
             pending = self.batch.advance(*self._decode())
         joiners = self.prompts.run(plan.prefill)
-        if pending:
-            self.batch.keep(self._emit(*pending))
-        self.prompts.remember_held()
+        with self.prefix.together():  # the step's blocks copied in one evaluation
+            if pending:
+                self.batch.keep(self._emit(*pending))
+            self.prompts.remember_held()
         for joiner in joiners:
             self._join(joiner)
         if self.speculates and rows and not plan.prefill:

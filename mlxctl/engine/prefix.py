@@ -21,7 +21,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 import mlx.core as mx
 from mlxctl.engine.batch import StackedRow
@@ -138,6 +139,8 @@ class PrefixReuse:
         self.bits, self.group_size, self.dtype, self.num_layers = config.bits, 0, None, 0
         self.disk = None
         self.cache = None
+        self._copies: list[mx.array] = []  # blocks' copies not yet started (see ``together``)
+        self._together = 0
         self.layout = CacheLayout((), (), ())
         self.turn_ends: frozenset[int] = frozenset()
         if not self.enabled:
@@ -182,6 +185,21 @@ class PrefixReuse:
         """Whether blocks are kept as they are, all layers stacked (no checkpoints, no
         quantising): ``remember_tokens`` then takes a ``batch.StackedRow``."""
         return self.enabled and not self.checkpoints and not self.bits
+
+    @contextmanager
+    def together(self) -> Iterator[None]:
+        """The blocks kept inside start copying in one evaluation when the outermost ``together``
+        ends (the engine wraps a step's remembering in one). Each evaluation is a launch on a GPU
+        (under CUDA a graph of its own): one a block was most of what keeping a 64-request
+        wave's blocks cost on an H100."""
+        self._together += 1
+        try:
+            yield
+        finally:
+            self._together -= 1
+            if not self._together and self._copies:
+                copies, self._copies = self._copies, []
+                mx.async_eval(copies)  # copied on the device in order; nothing waits for them
 
     def attach(self, req: Request) -> None:
         """Start ``req`` from the longest cached prefix of its prompt (never the last token)."""
@@ -240,8 +258,9 @@ class PrefixReuse:
             if isinstance(cache, StackedRow):
                 n = len(tokens)
                 memo["whole"] = (cache.keys[..., :n, :], cache.values[..., :n, :])
-            self.cache.insert(tokens, lambda start, end: self._payload(cache, start, end, memo), fingerprint=fp,
-                              tail=True)
+            with self.together():
+                self.cache.insert(tokens, lambda start, end: self._payload(cache, start, end, memo), fingerprint=fp,
+                                  tail=True)
 
     def checkpoint(self, tokens: list[int], cache: list[Any], salt: str = "") -> None:
         """Keep the state ``cache`` holds after ``tokens`` (a model served from checkpoints):
@@ -255,8 +274,9 @@ class PrefixReuse:
             tail = self._payload(cut, start, len(tokens)) if cut and start < len(tokens) else None
             return CheckpointPayload([snapshot.snapshot(cache[i]) for i in self.layout.whole], tail)
 
-        self.cache.insert_checkpoint(tokens, lambda start, end: self._payload(cut, start, end), checkpoint_for,
-                                     fingerprint=fp)
+        with self.together():
+            self.cache.insert_checkpoint(tokens, lambda start, end: self._payload(cut, start, end), checkpoint_for,
+                                         fingerprint=fp)
 
     def block_payload_from(self, arrays: dict[str, mx.array]) -> "KVBlockPayload":
         return KVBlockPayload.from_arrays(arrays, self.num_layers, self.bits, self.group_size, self.dtype)
@@ -319,15 +339,14 @@ class PrefixReuse:
             else:
                 stacked = (mx.stack([c.keys[..., start:end, :] for c in cache]),
                            mx.stack([c.values[..., start:end, :] for c in cache]))
-            payload = KVBlockPayload(None, dtype=self.dtype, stacked=stacked)
-            mx.async_eval(list(stacked))  # copied on the device in order; no wait per block
-            return payload
+            self._copies.extend(stacked)
+            return KVBlockPayload(None, dtype=self.dtype, stacked=stacked)
         layers = [(_span(c.keys, start, end), _span(c.values, start, end)) for c in cache]
         if self.bits and not self.kv.enabled:
             layers = [tuple(tuple(mx.quantize(a, group_size=self.group_size, bits=self.bits)) for a in pair)
                       for pair in layers]
         payload = KVBlockPayload(layers, self.bits, self.group_size, self.dtype)
-        mx.async_eval(list(payload._arrays()))  # copied on the device in order; no wait per block
+        self._copies.extend(payload._arrays())
         return payload
 
 
@@ -358,8 +377,8 @@ def _fill_kv(layers: list[Any], payloads: list[KVBlockPayload]) -> None:
     if all(p.stacked is not None for p in payloads):  # one concatenation per side
         keys = mx.concatenate([p.stacked[0] for p in payloads], axis=3)
         values = mx.concatenate([p.stacked[1] for p in payloads], axis=3)
-        for i, layer in enumerate(layers):
-            layer.update_and_fetch(keys[i], values[i])
+        for i, layer in enumerate(layers):  # each layer holds its slice as it is: no buffer zeroed and filled again
+            layer.keys, layer.values, layer.offset = keys[i], values[i], keys.shape[3]
         return
     for i, layer in enumerate(layers):
         parts = [p.layer(i) for p in payloads]

@@ -202,3 +202,52 @@ def test_rows_of_a_group_and_of_the_batch_are_kept_exactly():
     finally:
         gate.release()
         on.shutdown(), off.shutdown()
+
+
+def test_blocks_kept_together_are_copied_in_one_evaluation(monkeypatch):
+    """Inside ``PrefixReuse.together`` (the engine wraps a step's remembering in one) the blocks
+    of every prompt kept start copying in one ``async_eval`` when it ends; outside it, one a
+    prompt. Each block then holds exactly its positions of the prompt's KV."""
+    import mlx.core as mx
+    from mlx_lm.models.cache import make_prompt_cache
+
+    import mlxctl.engine.prefix as prefix_module
+    from mlxctl.engine.prefix import PrefixReuse
+    from mlxctl.engine.request import Request
+
+    loaded = tiny_loaded()
+    reuse = PrefixReuse(loaded, PrefixConfig(block_size=4))
+    prompts = [[(i * 7 + j) % 50 + 3 for j in range(10 + 3 * i)] for i in range(3)]
+    caches = []
+    for prompt in prompts:
+        cache = make_prompt_cache(loaded.model)
+        loaded.model(mx.array([prompt]), cache=cache)
+        mx.eval([c.keys for c in cache])
+        caches.append(cache)
+    calls = []
+
+    class Counting:
+        def __getattr__(self, name):
+            return getattr(mx, name)
+
+        def async_eval(self, arrays):
+            calls.append(len(arrays))
+            mx.async_eval(arrays)
+
+    monkeypatch.setattr(prefix_module, "mx", Counting())
+    with reuse.together():
+        for prompt, cache in zip(prompts[:2], caches):
+            reuse.remember_tokens(prompt, cache)
+        assert calls == []  # nothing started before the outermost ``together`` ends
+    # 10 tokens: 2 full blocks and a partial one; 13 tokens: 3 and one; keys and values each
+    assert calls == [2 * (3 + 4)]
+    reuse.remember_tokens(prompts[2], caches[2])  # 16 tokens: 4 full blocks, alone
+    assert calls == [14, 8]
+    for prompt, cache in zip(prompts, caches):
+        req = Request("r", prompt + [1], GREEDY, None, 8)
+        reuse.attach(req)
+        assert req.num_prefilled == len(prompt)
+        for restored, kept in zip(req.cache, cache):
+            assert mx.array_equal(restored.keys[..., : len(prompt), :], kept.keys[..., : len(prompt), :])
+            assert mx.array_equal(restored.values[..., : len(prompt), :], kept.values[..., : len(prompt), :])
+        reuse.forget(req)

@@ -1,0 +1,77 @@
+"""Rounds of C simultaneous requests through one engine, nothing else in the process: what a
+sampling profiler (py-spy) watches, and a build's own figure for A/B runs of two checkouts.
+
+  python scripts/engine_rounds.py --model REF [--load-format dummy] [--dtype native]
+         [--prompt-tokens 542] [--shared-prefix 27] [--max-tokens 128] [--concurrency 64]
+         [--rounds 6] [--warmup 2] [--no-prefix-cache] [--min-reuse-tokens N]
+
+Each round draws new random prompts (``bench_engine.prompts``: with ``--shared-prefix N`` every
+prompt opens with the same N tokens, as a chat template's system part does). Prints one JSON
+line: the build (``mlxctl.__file__``), the settings and each measured round's output tok/s (all
+generated tokens over the round's wall time, prefill included). The warm-up rounds (kernels
+built on first use) are not reported.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from bench_engine import engine_batch, prompts  # noqa: E402
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--model", required=True)
+    p.add_argument("--load-format", choices=["auto", "dummy"], default="auto")
+    p.add_argument("--dtype", default="auto")
+    p.add_argument("--prompt-tokens", type=int, default=542)
+    p.add_argument("--shared-prefix", type=int, default=0)
+    p.add_argument("--max-tokens", type=int, default=128)
+    p.add_argument("--concurrency", type=int, default=64)
+    p.add_argument("--rounds", type=int, default=6)
+    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--no-prefix-cache", action="store_true")
+    p.add_argument("--min-reuse-tokens", type=int, default=None)
+    args = p.parse_args()
+    if args.rounds < 1 or args.warmup < 0 or args.concurrency < 1 or args.prompt_tokens < 1:
+        p.error("--rounds, --concurrency and --prompt-tokens must be at least 1, --warmup at least 0")
+
+    import dataclasses
+
+    import mlxctl
+    from mlxctl.engine.engine import Engine, EngineConfig
+    from mlxctl.engine.scheduler import SchedulerConfig
+    from mlxctl.generation import model_loader
+
+    loaded = model_loader(args.model, args.dtype, lambda m: print(m, file=sys.stderr), args.load_format)()
+    config = EngineConfig(SchedulerConfig(max_num_seqs=max(16, args.concurrency), max_prefilling=8))
+    prefix = {"enabled": False} if args.no_prefix_cache else {}
+    if args.min_reuse_tokens is not None:
+        prefix["min_reuse_tokens"] = args.min_reuse_tokens
+    config = dataclasses.replace(config, prefix=dataclasses.replace(config.prefix, **prefix))
+    engine = Engine(lambda: loaded, config).start()
+    tps = []
+    try:
+        for i in range(args.warmup + args.rounds):
+            batch = prompts(loaded, args.prompt_tokens, args.concurrency, seed=1000 + i, shared=args.shared_prefix)
+            rate = engine_batch(engine, batch, args.max_tokens)
+            if i >= args.warmup:
+                tps.append(round(rate, 1))
+        stats = engine.stats().get("prefix_cache", {})
+    finally:
+        engine.shutdown()
+    print(json.dumps({"build": os.path.dirname(mlxctl.__file__), "concurrency": args.concurrency,
+                      "prompt_tokens": args.prompt_tokens, "shared_prefix": args.shared_prefix,
+                      "max_tokens": args.max_tokens, "prefix_cache": not args.no_prefix_cache,
+                      "min_reuse_tokens": args.min_reuse_tokens, "tps": tps,
+                      "prefix_hits": stats.get("hits"), "prefix_evictions": stats.get("evictions")}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
