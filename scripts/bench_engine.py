@@ -10,15 +10,17 @@ against `Engine.submit`, interleaved A B C A B C; decode tok/s is measured from 
 token to the last. Concurrency C: mlx-lm's `BatchGenerator` (C prompts inserted at once)
 against C simultaneous engine submissions; tok/s is all generated tokens over wall time,
 prefill included. With --prompt-tokens N each round draws new random prompts, the same for
-every contender, so the engine's prefix cache never serves them. Every shape is run once before it is measured (first runs compile kernels).
+every contender, so the engine's prefix cache never serves them (unless ``--shared-prefix``).
+Every shape is run once before it is measured (first runs compile kernels).
 
 ``--variant`` adds an engine with other settings on the same loaded model, measured in the same
 interleaved rounds (keys: prefill_chunk, max_prefilling, prefill_step_ms, pool_cap_bytes, speculative,
 num_draft_tokens, max_rows (the largest batch that speculates), grow (1: ngram drafts grow),
 kv_bits), so an engine setting is compared side by side, e.g. ``--variant
-clear-always:pool_cap_bytes=0``. Two keys change the load instead (at concurrency C): ``arrival_ms=T`` submits the C requests spread evenly over T ms, as a
-burst reaches a server one by one; ``gil_busy_pct=P`` runs a thread of pure Python holding the
-GIL P% of the time (1 ms bursts) while the batch runs, as a server's event loop does.
+clear-always:pool_cap_bytes=0``. Two keys change the load instead (at concurrency C):
+``arrival_ms=T`` submits the C requests spread evenly over T ms, as a burst reaches a server
+one by one; ``gil_busy_pct=P`` runs a thread of pure Python holding the GIL P% of the time
+(1 ms bursts) while the batch runs, as a server's event loop does.
 ``prefix_cache=0`` turns a variant's prefix cache off and ``min_reuse_tokens=N`` sets the shortest
 hit its grouped prompts keep. ``--shared-prefix N`` starts every random prompt with the same N
 tokens, as a chat template's system part does, so each request after the first hits the cache
@@ -314,7 +316,8 @@ def provenance(args, loaded) -> dict:
     import mlx_lm
 
     return {"model": loaded.name, "dtype": args.dtype, "prompt_tokens": args.prompt_tokens,
-            "max_tokens": args.max_tokens, "temperature": args.temperature, "reps": args.reps, "device": str(mx.default_device()),
+            "max_tokens": args.max_tokens, "temperature": args.temperature, "reps": args.reps,
+            "device": str(mx.default_device()),
             "mlx": mx.__version__, "mlx_lm": mlx_lm.__version__, "machine": platform.machine(),
             "command": " ".join(sys.argv)}
 

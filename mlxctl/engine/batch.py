@@ -179,9 +179,14 @@ def _plain_batched(cache: list[Any]) -> bool:
     at one write position (so the layers stack)."""
     if not cache or any(type(c) is not BatchKVCache or c.keys is None for c in cache):
         return False
-    first = cache[0]
-    return all(c._idx == first._idx and c.keys.shape == first.keys.shape and c.values.shape == first.keys.shape
-               and c.keys.dtype == first.keys.dtype and c.values.dtype == first.keys.dtype for c in cache)
+    return all(c._idx == cache[0]._idx for c in cache) and uniform_kv(cache)
+
+
+def uniform_kv(cache: list[Any]) -> bool:
+    """Whether every layer's keys and values share one shape and dtype (so they stack)."""
+    first = cache[0].keys
+    return all(c.keys.shape == first.shape and c.values.shape == c.keys.shape and c.keys.dtype == first.dtype
+               and c.values.dtype == first.dtype for c in cache)
 
 
 def _extract_kv(c: BatchKVCache, row: int, pad: int) -> KVCache:

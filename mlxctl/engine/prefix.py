@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from typing import Any, Iterator
 
 import mlx.core as mx
-from mlxctl.engine.batch import StackedRow
+from mlxctl.engine.batch import StackedRow, uniform_kv
 from mlxctl.engine.checkpoints import MARKER, CacheLayout, CheckpointPayload, cut_points, turn_end_ids
 from mlxctl.engine.kv import snapshot
 from mlxctl.engine.kv.quantized import QuantizedKV, make_cache
@@ -216,7 +216,8 @@ class PrefixReuse:
                     req.stream.cached_tokens = hit.num_tokens
             req.cache, req.num_prefilled = self._cache_from(hit), hit.num_tokens
         req.num_reused = req.num_prefilled
-        req.checkpoint_at = cut_points(req.prefill_tokens, req.num_prefilled, self.turn_ends) if self.checkpoints else []
+        req.checkpoint_at = \
+            cut_points(req.prefill_tokens, req.num_prefilled, self.turn_ends) if self.checkpoints else []
 
     def let_short_hit_go(self, req: Request) -> bool:
         """A prompt about to be prefilled with others: a hit shorter than ``min_reuse`` tokens
@@ -332,7 +333,7 @@ class PrefixReuse:
         had cost 256 blocks x 2 x (16 slices + a stack) operations on the way to its first token."""
         if not cache:  # no layer a block can hold: the block only chains the checkpoints
             return KVBlockPayload([], self.bits, self.group_size, self.dtype)
-        if memo is not None and "whole" in memo or not self.bits and _uniform(cache):
+        if memo is not None and "whole" in memo or not self.bits and uniform_kv(cache):
             whole = _stacked_upto(cache, memo) if memo is not None else None
             if whole is not None:
                 stacked = (mx.contiguous(whole[0][..., start:end, :]), mx.contiguous(whole[1][..., start:end, :]))
@@ -385,13 +386,6 @@ def _fill_kv(layers: list[Any], payloads: list[KVBlockPayload]) -> None:
         keys = mx.concatenate([k for k, _ in parts], axis=2)
         values = mx.concatenate([v for _, v in parts], axis=2)
         layer.update_and_fetch(keys, values)
-
-
-def _uniform(cache: list[Any]) -> bool:
-    """Whether every layer's keys and values share one shape and dtype (so they stack)."""
-    first = cache[0].keys
-    return all(c.keys.shape == first.shape and c.values.shape == c.keys.shape and c.keys.dtype == first.dtype
-               and c.values.dtype == first.dtype for c in cache)
 
 
 def _kv_shape(model: Any, cache: list[Any], cut: tuple[int, ...]) -> tuple[Any, int]:

@@ -61,8 +61,8 @@ def setup(engine: Any) -> None:
                  "do not stop at a row's length, so a batch's rows cannot go back by different counts)")
         rows = 1
     engine.spec_rows = rows
-    # growing drafts (ngram only: a draft model's guesses cost a pass each): the backend bounds them
-    engine.spec_grow = backend() if spec.grow and spec.mode == "ngram" else ""
+    # growing drafts (SpeculationConfig allows them with ngram only): the backend bounds them
+    engine.spec_grow = backend() if spec.grow else ""
 
 
 def check_request(engine: Any, params: Any) -> None:
