@@ -17,7 +17,9 @@
 #            512-token prompts, each order once. PART=18e: the in-process engine at 64 streams.
 #   PART=18t: engine step traces (MLXCTL_STEP_TRACE) behind the daemon and in process, 64 streams.
 #   PART=18h: the prefix cache's part: daemons without and with it, traced, fresh prompts then repeated
-#            ones (not yet run: no device could be had, 2026-12-06).
+#            ones (run on an H100 at 8ff4f58, 2026-12-06: benchmarks.md, fifteenth pass).
+#   PART=18p: this build against .old in process with the cache, 64 streams, and py-spy profiles
+#            (carry .old and .gpu-tools; MLXCTL_HOME=.gpu-home for the dummy model's tokenizer).
 #   PART=20: issue 20: --kv-bits 8 and 4 against 16-bit KV at 16 and 64 streams (8B 4-bit), one
 #            setting a process (all in one ran out of memory at 64 streams on an H100, 2026-12-06).
 #   PART=19h: a hybrid model (Qwen3.5-35B-A3B shape, 4-bit) at 4 and 8 streams with batches
@@ -141,9 +143,9 @@ case ${PART:-19} in
   done
   for v in --no-prefix-cache "--min-reuse-tokens 128"; do timeout 60 $PY "${R[@]}" $v >> "$OUT/ab.jsonl" 2>> "$OUT/ab.log"; done
   $PY -m pip install -q --no-deps --target /tmp/pyspy .gpu-tools/py_spy-*.whl >/dev/null 2>&1
-  for v in "" --no-prefix-cache; do
-    timeout 90 /tmp/pyspy/bin/py-spy record --threads --idle -r 200 -f raw -o "$OUT/prof${v:+_nocache}.txt" -- \
-      $PY "${R[@]}" $v >> "$OUT/ab.jsonl" 2>> "$OUT/spy.log"
+  for v in --no-prefix-cache ""; do  # (2026-12-06: 370 s ran out during the second; now shorter, no cache first)
+    timeout 70 /tmp/pyspy/bin/py-spy record --threads --idle -r 200 -f raw -o "$OUT/prof${v:+_nocache}.txt" -- \
+      $PY "${R[@]}" --rounds 3 --warmup 1 $v >> "$OUT/ab.jsonl" 2>> "$OUT/spy.log"
   done ;;
 18s)  # in process only: prompts opening with the same 27 tokens, hits kept, let go in groups, no cache
   timeout 200 $PY scripts/bench_engine.py --model "$M" --dtype native --prompt-tokens 542 --shared-prefix 27 \
