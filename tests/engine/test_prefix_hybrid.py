@@ -1,7 +1,8 @@
 """Models whose caches cannot be cut at a block boundary (sliding windows, recurrent and
 linear-attention layers, hybrids of them with full attention) are served from checkpoints: the
-greedy outputs with the cache on equal those with it off, request by request, alone and batched,
-in memory and from the disk tier after a restart; ``cached_tokens`` says what was reused.
+greedy outputs and their logprobs with the cache on equal those with it off, request by
+request, alone and batched, in memory and from the disk tier after a restart; ``cached_tokens``
+says what was reused.
 
 Tiny random models of real mlx-lm architectures (``hybrid_configs.py``): random weights make
 near-ties common, so an inexact state would show as a different greedy token soon."""
@@ -21,12 +22,20 @@ from mlxctl.models.dummy import build_model
 from tests.engine.hybrid_configs import CONFIGS, VOCAB
 from tests.engine.tiny import TinyModel, tiny_loaded
 
-GREEDY = SamplingParams(temperature=0.0, max_tokens=8)
+GREEDY = SamplingParams(temperature=0.0, max_tokens=8, logprobs=True)
 END = 99  # the tiny models' end-of-turn token
 SYSTEM = [(7 * i + 3) % 97 + 1 for i in range(21)]  # 5 full blocks of 4 and one token: longer than the windows
 CHAT = SYSTEM + [END, 5, 6, 7, 8, 9, 10, 11, END, 3, 4]  # two turn ends inside the prompt
 CACHE_KINDS = {"gemma3_text": {"RotatingKVCache", "KVCache"}, "gpt_oss": {"RotatingKVCache", "KVCache"},
                "falcon_h1": {"CacheList"}, "mamba": {"ArraysCache"}, "mamba2": {"ArraysCache"}}
+
+
+def assert_same(on: list, off: list) -> None:
+    """The same greedy tokens and their logprobs, request by request (logprobs notice a state
+    that is slightly off where the greedy tokens may not)."""
+    assert [d.token_ids for d in on] == [d.token_ids for d in off]
+    for a, b in zip(on, off):
+        assert [x.logprob for x in a.logprobs] == pytest.approx([x.logprob for x in b.logprobs], abs=1e-4)
 
 
 def loaded_model(arch: str) -> TinyModel:
@@ -75,7 +84,7 @@ def test_checkpoints_serve_exactly_what_the_cache_off_computes(arch):
     loaded = loaded_model(arch)
     on, stats = run(loaded)
     off, _ = run(loaded, enabled=False)
-    assert [d.token_ids for d in on] == [d.token_ids for d in off]
+    assert_same(on, off)
     # alone: nothing; the same prompt up to its last token; the checkpoint one token before the
     # end of the first prompt; nothing for another start; the first prompt's checkpoint again;
     # the third prompt's answer as generated (26 prompt + 8 answer tokens).
@@ -101,10 +110,10 @@ def test_checkpoints_survive_a_restart_through_the_disk_tier(arch, tmp_path):
     assert again.usage.cached_tokens == len(CHAT) - 1  # the checkpoint one token before the end of CHAT
     off_eng = engine(loaded, enabled=False)
     try:
-        assert again.token_ids == off_eng.submit(CHAT + [60, 61], GREEDY).collect().token_ids
+        assert_same([again], [off_eng.submit(CHAT + [60, 61], GREEDY).collect()])
     finally:
         off_eng.shutdown()
-    assert [d.token_ids for d in first] == [d.token_ids for d in off]
+    assert_same(first, off)
 
 
 def test_turn_ends_in_the_prompt_get_checkpoints_a_branch_can_start_from():
@@ -125,7 +134,7 @@ def test_a_tiny_budget_evicts_checkpoints_and_stays_exact():
     loaded = loaded_model("gemma3_text")
     on, stats = run(loaded, max_bytes=60_000)
     off, _ = run(loaded, enabled=False)
-    assert [d.token_ids for d in on] == [d.token_ids for d in off]
+    assert_same(on, off)
     assert stats["evictions"] > 0 and stats["bytes"] <= stats["max_bytes"]
 
 

@@ -132,9 +132,9 @@ def test_a_system_prompt_shorter_than_a_block_is_reused_from_part_of_a_block():
 def test_prompts_prefilled_together_let_a_short_hit_go_and_a_prompt_alone_keeps_it():
     """One row holding KV sends its whole group through the merged-cache path: with
     ``min_reuse_tokens`` 128 a prompt prefilled with others lets a shorter hit go and prefills
-    whole. Alone it keeps the hit; a long hit is kept together too. The answers are those of an engine without the cache either way,
-    and the counters say what happened. (A gate holds the engine while the prompts are
-    submitted, so they are admitted, and prefilled, together.)"""
+    whole. Alone it keeps the hit; a long hit is kept together too. The answers are those of an
+    engine without the cache either way, and the counters say what happened. (A gate holds the
+    engine while the prompts are submitted, so they are admitted, and prefilled, together.)"""
     loaded = tiny_loaded()
     gate = StepGate(lambda: False)
     on = Engine(lambda: loaded, EngineConfig(prefix=PrefixConfig(block_size=16, min_reuse_tokens=128),
