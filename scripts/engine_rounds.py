@@ -8,7 +8,9 @@ sampling profiler (py-spy) watches, and a build's own figure for A/B runs of two
 Each round draws new random prompts (``bench_engine.prompts``: with ``--shared-prefix N`` every
 prompt opens with the same N tokens, as a chat template's system part does). Prints one JSON
 line: the build (``mlxctl.__file__``), the settings and each measured round's output tok/s (all
-generated tokens over the round's wall time, prefill included). The warm-up rounds (kernels
+generated tokens over the round's wall time, prefill included), MLX's buffer pool after it
+(``pool_mib``) and how often the engine returned the pool during it (``pool_returns``: on CUDA
+each return waits for the device). The warm-up rounds (kernels
 built on first use) are not reported.
 """
 
@@ -54,21 +56,34 @@ def main() -> int:
     if args.min_reuse_tokens is not None:
         prefix["min_reuse_tokens"] = args.min_reuse_tokens
     config = dataclasses.replace(config, prefix=dataclasses.replace(config.prefix, **prefix))
+    import mlx.core as mx
+
+    clears = [0]
+    clear_cache = mx.clear_cache
+
+    def counted_clear() -> None:  # the engine returns MLX's buffer pool now and then (Engine._housekeeping)
+        clears[0] += 1
+        clear_cache()
+
+    mx.clear_cache = counted_clear
     engine = Engine(lambda: loaded, config).start()
-    tps = []
+    tps, pool, cleared = [], [], []
     try:
         for i in range(args.warmup + args.rounds):
             batch = prompts(loaded, args.prompt_tokens, args.concurrency, seed=1000 + i, shared=args.shared_prefix)
+            before = clears[0]
             rate = engine_batch(engine, batch, args.max_tokens)
             if i >= args.warmup:
                 tps.append(round(rate, 1))
+                pool.append(round(mx.get_cache_memory() / 2**20))
+                cleared.append(clears[0] - before)
         stats = engine.stats().get("prefix_cache", {})
     finally:
         engine.shutdown()
     print(json.dumps({"build": os.path.dirname(mlxctl.__file__), "concurrency": args.concurrency,
                       "prompt_tokens": args.prompt_tokens, "shared_prefix": args.shared_prefix,
                       "max_tokens": args.max_tokens, "prefix_cache": not args.no_prefix_cache,
-                      "min_reuse_tokens": args.min_reuse_tokens, "tps": tps,
+                      "min_reuse_tokens": args.min_reuse_tokens, "tps": tps, "pool_mib": pool, "pool_returns": cleared,
                       "prefix_hits": stats.get("hits"), "prefix_evictions": stats.get("evictions")}))
     return 0
 

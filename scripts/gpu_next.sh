@@ -20,6 +20,8 @@
 #            ones (run on an H100 at 8ff4f58, 2026-12-06: benchmarks.md, fifteenth pass).
 #   PART=18p: this build against .old in process with the cache, 64 streams, and py-spy profiles
 #            (carry .old and .gpu-tools; MLXCTL_HOME=.gpu-home for the dummy model's tokenizer).
+#            engine_rounds.py now reports MLX's pool and the engine's pool returns a round: the
+#            suspect for the rounds that dipped (third measured round of every process, 2026-12-06).
 #   PART=20: issue 20: --kv-bits 8 and 4 against 16-bit KV at 16 and 64 streams (8B 4-bit), one
 #            setting a process (all in one ran out of memory at 64 streams on an H100, 2026-12-06).
 #   PART=19h: a hybrid model (Qwen3.5-35B-A3B shape, 4-bit) at 4 and 8 streams with batches
