@@ -8,18 +8,12 @@ from mlxctl.engine.engine import Engine, EngineConfig
 from mlxctl.engine.prefix_config import PrefixConfig
 from mlxctl.engine.sampling import SamplingParams
 from tests.engine.gate import StepGate
-from tests.engine.tiny import tiny_loaded
+from tests.engine.tiny import assert_same, tiny_loaded
 
 GREEDY = SamplingParams(temperature=0.0, max_tokens=10)
 EXACT = SamplingParams(temperature=0.0, max_tokens=10, logprobs=True)
 SYSTEM = list(range(1, 30))  # a shared "system prompt" of 29 tokens
 
-
-def assert_same(a, b):
-    """The same greedy tokens and logprobs: this tiny random model's greedy tokens barely depend
-    on its KV, so a block restored at a wrong position can leave them unchanged."""
-    assert a.token_ids == b.token_ids
-    assert [x.logprob for x in a.logprobs] == pytest.approx([x.logprob for x in b.logprobs], abs=1e-4)
 
 
 def engine_with(enabled: bool = True, **kw) -> Engine:

@@ -41,3 +41,13 @@ def tiny_llama(seed: int = 0, vocab: int = 64, layers: int = 2, hidden: int = 64
 
 def tiny_loaded(**kw: Any) -> TinyModel:
     return TinyModel(model=tiny_llama(), **kw)
+
+
+def assert_same(a: Any, b: Any) -> None:
+    """Two finished requests gave the same greedy tokens and logprobs (``logprobs=True``): this
+    tiny random model's greedy tokens barely depend on its KV, so a block restored at a wrong
+    position or layer can leave them unchanged where the logprobs move."""
+    import pytest
+
+    assert a.token_ids == b.token_ids
+    assert [x.logprob for x in a.logprobs] == pytest.approx([x.logprob for x in b.logprobs], abs=1e-4)
