@@ -4,6 +4,7 @@ sampling profiler (py-spy) watches, and a build's own figure for A/B runs of two
   python scripts/engine_rounds.py --model REF [--load-format dummy] [--dtype native]
          [--prompt-tokens 542] [--shared-prefix 27] [--max-tokens 128] [--concurrency 64]
          [--rounds 6] [--warmup 2] [--no-prefix-cache] [--min-reuse-tokens N]
+         [--clear-every STEPS] [--pool-cap-mib MIB]
 
 Each round draws new random prompts (``bench_engine.prompts``: with ``--shared-prefix N`` every
 prompt opens with the same N tokens, as a chat template's system part does). Prints one JSON
@@ -11,7 +12,9 @@ line: the build (``mlxctl.__file__``), the settings and each measured round's ou
 generated tokens over the round's wall time, prefill included), MLX's buffer pool after it
 (``pool_mib``) and how often the engine returned the pool during it (``pool_returns``: on CUDA
 each return waits for the device). The warm-up rounds (kernels
-built on first use) are not reported.
+built on first use) are not reported. ``--clear-every`` and ``--pool-cap-mib`` set when the
+engine returns the pool (``EngineConfig.clear_cache_every`` and ``pool_cap_bytes``): a large
+value of both never returns it, which tells whether the returns cost a round.
 """
 
 from __future__ import annotations
@@ -39,6 +42,8 @@ def main() -> int:
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--no-prefix-cache", action="store_true")
     p.add_argument("--min-reuse-tokens", type=int, default=None)
+    p.add_argument("--clear-every", type=int, default=None, help="steps between the engine's pool returns")
+    p.add_argument("--pool-cap-mib", type=int, default=None, help="the pool returned after a batch change past this")
     args = p.parse_args()
     if args.rounds < 1 or args.warmup < 0 or args.concurrency < 1 or args.prompt_tokens < 1:
         p.error("--rounds, --concurrency and --prompt-tokens must be at least 1, --warmup at least 0")
@@ -55,7 +60,10 @@ def main() -> int:
     prefix = {"enabled": False} if args.no_prefix_cache else {}
     if args.min_reuse_tokens is not None:
         prefix["min_reuse_tokens"] = args.min_reuse_tokens
-    config = dataclasses.replace(config, prefix=dataclasses.replace(config.prefix, **prefix))
+    returns = {} if args.clear_every is None else {"clear_cache_every": args.clear_every}
+    if args.pool_cap_mib is not None:
+        returns["pool_cap_bytes"] = args.pool_cap_mib << 20
+    config = dataclasses.replace(config, prefix=dataclasses.replace(config.prefix, **prefix), **returns)
     import mlx.core as mx
 
     clears = [0]
@@ -83,7 +91,8 @@ def main() -> int:
     print(json.dumps({"build": os.path.dirname(mlxctl.__file__), "concurrency": args.concurrency,
                       "prompt_tokens": args.prompt_tokens, "shared_prefix": args.shared_prefix,
                       "max_tokens": args.max_tokens, "prefix_cache": not args.no_prefix_cache,
-                      "min_reuse_tokens": args.min_reuse_tokens, "tps": tps, "pool_mib": pool, "pool_returns": cleared,
+                      "min_reuse_tokens": args.min_reuse_tokens, "clear_every": args.clear_every,
+                      "pool_cap_mib": args.pool_cap_mib, "tps": tps, "pool_mib": pool, "pool_returns": cleared,
                       "prefix_hits": stats.get("hits"), "prefix_evictions": stats.get("evictions")}))
     return 0
 

@@ -22,6 +22,10 @@
 #            (carry .old and .gpu-tools; MLXCTL_HOME=.gpu-home for the dummy model's tokenizer).
 #            engine_rounds.py now reports MLX's pool and the engine's pool returns a round: the
 #            suspect for the rounds that dipped (third measured round of every process, 2026-12-06).
+#   PART=18q: the dips: this build's engine_rounds.py, 8 rounds, step-traced, as shipped and never
+#            returning MLX's pool (--clear-every/--pool-cap-mib huge), alternating processes; then the
+#            engine with the cache on (as shipped) and off against BatchGenerator at 8, 64 and 256 streams,
+#            prompts opening with the same 27 tokens, in one process, interleaved.
 #   PART=20: issue 20: --kv-bits 8 and 4 against 16-bit KV at 16 and 64 streams (8B 4-bit), one
 #            setting a process (all in one ran out of memory at 64 streams on an H100, 2026-12-06).
 #   PART=19h: a hybrid model (Qwen3.5-35B-A3B shape, 4-bit) at 4 and 8 streams with batches
@@ -133,6 +137,19 @@ case ${PART:-19} in
   timeout 150 $PY scripts/bench_engine.py --model "$M" --dtype native --prompt-tokens 542 --shared-prefix 27 \
     --max-tokens 128 --concurrency 64 --reps 2 --variant letgo:min_reuse_tokens=128 --variant nocache:prefix_cache=0 \
     --json > "$OUT/shared27.json" 2> "$OUT/shared27.log" ;;
+18q)  # are the dips MLX's pool returned (Engine._housekeeping)? then the issue's goal with the cache on
+  R=(scripts/engine_rounds.py --model "$M" --dtype native --prompt-tokens 542 --shared-prefix 27 --max-tokens 128
+     --concurrency 64 --rounds 8)
+  for i in 1 2; do
+    MLXCTL_STEP_TRACE=$OUT/trace_shipped$i.jsonl timeout 70 $PY "${R[@]}" >> "$OUT/rounds.jsonl" 2>> "$OUT/rounds.log"
+    MLXCTL_STEP_TRACE=$OUT/trace_kept$i.jsonl timeout 70 $PY "${R[@]}" --clear-every 1000000 --pool-cap-mib 1000000 \
+      >> "$OUT/rounds.jsonl" 2>> "$OUT/rounds.log"
+  done
+  for f in "$OUT"/trace_*.jsonl; do $PY scripts/step_trace.py "$f" --gap 0.03 > "${f%.jsonl}.txt" 2>&1; done
+  timeout 260 $PY scripts/bench_engine.py --model "$M" --dtype native --prompt-tokens 542 --shared-prefix 27 \
+    --max-tokens 128 --concurrency 8,64,256 --reps 3 --variant nocache:prefix_cache=0 --json \
+    > "$OUT/goal.json" 2> "$OUT/goal.log"
+  gzip "$OUT"/trace_*.jsonl ;;
 18p)  # the prefix cache's cost on CUDA (PART=18h: 0.81-0.85x without it over HTTP, 0.81x in process, 2026-12-06):
   # this build (one evaluation a step for the blocks kept) against the build in .old (carry it: `git archive
   # REV mlxctl | tar -x -C .old`), alternating processes, 64 streams of prompts opening with the same 27
