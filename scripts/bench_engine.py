@@ -21,8 +21,9 @@ clear-always:pool_cap_bytes=0``. Two keys change the load instead (at concurrenc
 ``arrival_ms=T`` submits the C requests spread evenly over T ms, as a burst reaches a server
 one by one; ``gil_busy_pct=P`` runs a thread of pure Python holding the GIL P% of the time
 (1 ms bursts) while the batch runs, as a server's event loop does.
-``prefix_cache=0`` turns a variant's prefix cache off and ``min_reuse_tokens=N`` sets the shortest
-hit its grouped prompts keep. ``--shared-prefix N`` starts every random prompt with the same N
+``prefix_cache=0`` turns a variant's prefix cache off, ``min_reuse_tokens=N`` sets the shortest
+hit its grouped prompts keep and ``align_tokens=N`` how far a grouped prompt's hit may reach past
+the group's least before it is kept whole (0: always). ``--shared-prefix N`` starts every random prompt with the same N
 tokens, as a chat template's system part does, so each request after the first hits the cache
 for about N tokens.
 """
@@ -240,7 +241,7 @@ def engine_configs(args, sizes: list[int]) -> dict:
             key, _, value = item.partition("=")
             if key in ("prefill_chunk", "max_prefilling", "prefill_step_ms"):
                 scheduler[key] = int(value)
-            elif key in ("prefix_cache", "min_reuse_tokens"):
+            elif key in ("prefix_cache", "min_reuse_tokens", "align_tokens"):
                 prefix["enabled" if key == "prefix_cache" else key] = bool(int(value)) if key == "prefix_cache" \
                     else int(value)
             elif key == "pool_cap_bytes":
@@ -257,7 +258,7 @@ def engine_configs(args, sizes: list[int]) -> dict:
             else:
                 raise SystemExit(f"--variant {spec}: unknown setting {key!r} (prefill_chunk, max_prefilling, "
                                  "prefill_step_ms, pool_cap_bytes, speculative, num_draft_tokens, max_rows, grow, "
-                                 "kv_bits, prefix_cache, min_reuse_tokens, arrival_ms, gil_busy_pct)")
+                                 "kv_bits, prefix_cache, min_reuse_tokens, align_tokens, arrival_ms, gil_busy_pct)")
         configs[f"engine[{name}]"] = dataclasses.replace(
             base, scheduler=dataclasses.replace(base.scheduler, **scheduler),
             speculation=dataclasses.replace(base.speculation, **speculation),

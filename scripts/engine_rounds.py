@@ -3,7 +3,7 @@ sampling profiler (py-spy) watches, and a build's own figure for A/B runs of two
 
   python scripts/engine_rounds.py --model REF [--load-format dummy] [--dtype native]
          [--prompt-tokens 542] [--shared-prefix 27] [--max-tokens 128] [--concurrency 64]
-         [--rounds 6] [--warmup 2] [--no-prefix-cache] [--min-reuse-tokens N]
+         [--rounds 6] [--warmup 2] [--no-prefix-cache] [--min-reuse-tokens N] [--align-tokens N]
          [--clear-every STEPS] [--pool-cap-mib MIB]
 
 Each round draws new random prompts (``bench_engine.prompts``: with ``--shared-prefix N`` every
@@ -42,6 +42,7 @@ def main() -> int:
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--no-prefix-cache", action="store_true")
     p.add_argument("--min-reuse-tokens", type=int, default=None)
+    p.add_argument("--align-tokens", type=int, default=None, help="PrefixConfig.align_tokens (0: hits kept whole)")
     p.add_argument("--clear-every", type=int, default=None, help="steps between the engine's pool returns")
     p.add_argument("--pool-cap-mib", type=int, default=None, help="the pool returned after a batch change past this")
     args = p.parse_args()
@@ -60,6 +61,8 @@ def main() -> int:
     prefix = {"enabled": False} if args.no_prefix_cache else {}
     if args.min_reuse_tokens is not None:
         prefix["min_reuse_tokens"] = args.min_reuse_tokens
+    if args.align_tokens is not None:
+        prefix["align_tokens"] = args.align_tokens
     returns = {} if args.clear_every is None else {"clear_cache_every": args.clear_every}
     if args.pool_cap_mib is not None:
         returns["pool_cap_bytes"] = args.pool_cap_mib << 20
@@ -91,9 +94,11 @@ def main() -> int:
     print(json.dumps({"build": os.path.dirname(mlxctl.__file__), "concurrency": args.concurrency,
                       "prompt_tokens": args.prompt_tokens, "shared_prefix": args.shared_prefix,
                       "max_tokens": args.max_tokens, "prefix_cache": not args.no_prefix_cache,
-                      "min_reuse_tokens": args.min_reuse_tokens, "clear_every": args.clear_every,
+                      "min_reuse_tokens": args.min_reuse_tokens, "align_tokens": args.align_tokens,
+                      "clear_every": args.clear_every,
                       "pool_cap_mib": args.pool_cap_mib, "tps": tps, "pool_mib": pool, "pool_returns": cleared,
-                      "prefix_hits": stats.get("hits"), "prefix_evictions": stats.get("evictions")}))
+                      "prefix_hits": stats.get("hits"), "prefix_evictions": stats.get("evictions"),
+                      "hits_aligned": stats.get("hits_aligned")}))
     return 0
 
 

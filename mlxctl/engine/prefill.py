@@ -68,7 +68,10 @@ class PromptWork:
         group = sorted(ends, key=lambda r: r.prompt_left)
         while len(group) >= 2 and PAD_FREE < len(group) * group[-1].prompt_left > 2 * sum(r.prompt_left for r in group):
             group.pop()
-        return [r for r in ends if r in group] if len(group) >= 2 else []
+        if len(group) < 2:
+            return []
+        self.prefix.align_hits(group)  # rows a few tokens apart run unpadded
+        return [r for r in ends if r in group]
 
     def _measure(self, tokens: int, joiners: list[Joiner], start: float) -> None:
         """Tell the pace what the step's prompt work cost. Chunks before a prompt's last are

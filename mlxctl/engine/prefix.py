@@ -25,6 +25,8 @@ from contextlib import contextmanager
 from typing import Any, Iterator
 
 import mlx.core as mx
+from mlx_lm.models.cache import can_trim_prompt_cache, trim_prompt_cache
+
 from mlxctl.engine.batch import StackedRow, uniform_kv
 from mlxctl.engine.checkpoints import MARKER, CacheLayout, CheckpointPayload, cut_points, turn_end_ids
 from mlxctl.engine.kv import snapshot
@@ -135,6 +137,7 @@ class PrefixReuse:
         self.model, self.kv = loaded.model, kv
         self.reason = None if config.enabled else "disabled"
         self.min_reuse = config.min_reuse_tokens
+        self.align = config.align_tokens
         self.enabled = self.reason is None
         self.bits, self.group_size, self.dtype, self.num_layers = config.bits, 0, None, 0
         self.disk = None
@@ -224,14 +227,41 @@ class PrefixReuse:
         (``PrefixConfig.min_reuse_tokens``, 0 by default: none) is let go, its blocks released, and the prompt
         prefills whole, as if nothing were cached (its stream's first events then say so). Not
         once part of the prompt ran, nor for a resumed request. True when it let one go."""
-        if not (0 < req.num_reused < self.min_reuse) or req.num_prefilled != req.num_reused or req.resume is not None:
+        if not (0 < req.num_reused < self.min_reuse) or not _only_hit(req):
             return False
+        self._let_go(req)
+        return True
+
+    def align_hits(self, reqs: list[Request]) -> None:
+        """Prompts about to be prefilled together (``reqs``, two or more): a row whose hit holds
+        at most ``PrefixConfig.align_tokens`` more tokens than the least any row holds cuts its
+        KV back to that (lets the hit go where the least is none), so the rows go through the
+        model unpadded: a ragged group is padded, masked and rolled into place (engine.runner
+        ``_tails_logits``), and on CUDA its new shapes cost far more than the few tokens run
+        again. Rows that ran chunks of their prompt, resumed requests and longer hits keep
+        theirs. What a cut hit no longer serves leaves the counts and its usage."""
+        if not self.enabled or not self.align or len(reqs) < 2:
+            return
+        least = min(r.num_prefilled for r in reqs)
+        for req in reqs:
+            excess = req.num_prefilled - least
+            if not 0 < excess <= self.align or not _only_hit(req):
+                continue
+            if not least:
+                self._let_go(req)
+            elif can_trim_prompt_cache(req.cache):
+                trim_prompt_cache(req.cache, excess)
+                self.cache.count_aligned(excess)
+                req.num_prefilled = req.num_reused = req.cached_tokens = least
+                if req.stream is not None:
+                    req.stream.cached_tokens = least
+
+    def _let_go(self, req: Request) -> None:
         self.cache.count_let_go(req.num_reused, req.num_reused % self.cache.block_size != 0)
         self.forget(req)
         req.cache, req.num_prefilled, req.num_reused, req.cached_tokens = None, 0, 0, 0
         if req.stream is not None:
             req.stream.cached_tokens = 0
-        return True
 
     def remember_prompt(self, req: Request, cache: list[Any]) -> None:
         """At the end of a prompt: its blocks (a model served from checkpoints took its own
@@ -349,6 +379,11 @@ class PrefixReuse:
         payload = KVBlockPayload(layers, self.bits, self.group_size, self.dtype)
         self._copies.extend(payload._arrays())
         return payload
+
+
+def _only_hit(req: Request) -> bool:
+    """Whether all the KV ``req`` holds came from the cache (no chunk of its prompt ran yet, not resumed)."""
+    return req.num_prefilled == req.num_reused and req.resume is None
 
 
 def _stacked_upto(cache: list[Any], memo: dict) -> tuple[mx.array, mx.array]:

@@ -19,9 +19,16 @@ class PrefixConfig:
     # streams made 0.87x with hits under 128 tokens let go), on CUDA it is being measured
     # (docs/benchmarks.md). A prompt prefilled alone keeps any hit.
     min_reuse_tokens: int = 0
+    # prompts prefilled together: a hit at most this many tokens longer than the least KV a row of
+    # the group holds gives the excess up (all of it where a row holds none), so the rows hold as
+    # many tokens and go through the model unpadded. A ragged group is padded, masked and rolled,
+    # and on CUDA a group with one row a token longer than the rest took a second (a 1B model,
+    # 64 streams, 2026-12-06: docs/benchmarks.md). 0: every hit is kept whole.
+    align_tokens: int = 64
 
     def __post_init__(self) -> None:
-        if self.min_reuse_tokens < 0:
-            raise ValueError(f"prefix-cache min_reuse_tokens must be at least 0, got {self.min_reuse_tokens}")
+        for name in ("min_reuse_tokens", "align_tokens"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"prefix-cache {name} must be at least 0, got {getattr(self, name)}")
         if self.bits not in (0, 4, 8):
             raise ValueError(f"prefix-cache bits must be 0 (off), 4 or 8, got {self.bits}")

@@ -123,6 +123,21 @@ def test_a_system_prompt_shorter_than_a_block_is_reused_from_part_of_a_block():
         on.shutdown(), off.shutdown()
 
 
+def _together(engine: Engine, gate: StepGate, prompts: list[list[int]], params: SamplingParams = GREEDY,
+              busy_prompt: tuple[int, ...] = (1, 2)):
+    """Submit ``prompts`` while the engine is held between two steps of a busy request, so they
+    are admitted, and prefilled, together; their streams and what they returned."""
+    busy = engine.submit(list(busy_prompt), SamplingParams(temperature=0.0, max_tokens=500, ignore_eos=True))
+    gate.hold_next(lambda: bool(engine.scheduler.running))
+    assert gate.held.wait(30)  # between steps: what is submitted now is admitted at once, after this step
+    streams = [engine.submit(p, params) for p in prompts]
+    gate.hold_next(lambda: False)
+    done = [s.collect() for s in streams]
+    busy.abort()
+    busy.collect()  # the engine has stopped: nothing runs beside what the test does next
+    return streams, done
+
+
 def test_prompts_prefilled_together_let_a_short_hit_go_and_a_prompt_alone_keeps_it():
     """One row holding KV sends its whole group through the merged-cache path: with
     ``min_reuse_tokens`` 128 a prompt prefilled with others lets a shorter hit go and prefills
@@ -134,23 +149,12 @@ def test_prompts_prefilled_together_let_a_short_hit_go_and_a_prompt_alone_keeps_
     on = Engine(lambda: loaded, EngineConfig(prefix=PrefixConfig(block_size=16, min_reuse_tokens=128),
                                              fault_hook=gate)).start()
     off = engine_with(False)
-
-    def together(prompts):
-        busy = on.submit([1, 2], SamplingParams(temperature=0.0, max_tokens=500, ignore_eos=True))
-        gate.hold_next(lambda: bool(on.scheduler.running))
-        assert gate.held.wait(30)  # between steps: what is submitted now is admitted at once, after this step
-        streams = [on.submit(p, GREEDY) for p in prompts]
-        gate.hold_next(lambda: False)
-        done = [s.collect() for s in streams]
-        busy.abort()
-        return streams, done
-
     system = list(range(1, 11))
     try:
         on.submit(system + [40, 41, 42, 43, 44, 45, 46, 47], GREEDY).collect()
         assert on.submit(system + [50, 51, 52], GREEDY).collect().usage.cached_tokens == 10  # alone
         prompts = [system + [60 + i] * (3 + i) for i in range(3)]
-        streams, done = together(prompts)
+        streams, done = _together(on, gate, prompts)
         assert [d.usage.cached_tokens for d in done] == [0, 0, 0]
         assert [s.cached_tokens for s in streams] == [0, 0, 0]  # what their first events said
         assert [d.token_ids for d in done] == [off.submit(p, GREEDY).collect().token_ids for p in prompts]
@@ -159,10 +163,54 @@ def test_prompts_prefilled_together_let_a_short_hit_go_and_a_prompt_alone_keeps_
         long_system = [(i * 7) % 50 + 1 for i in range(140)]  # 140 tokens: over the threshold
         on.submit(long_system + [9], GREEDY).collect()
         prompts = [long_system + [60 + i] * (3 + i) for i in range(3)]
-        _, done = together(prompts)
+        _, done = _together(on, gate, prompts)
         assert [d.usage.cached_tokens for d in done] == [140, 140, 140]
         assert [d.token_ids for d in done] == [off.submit(p, GREEDY).collect().token_ids for p in prompts]
         assert on.stats()["prefix_cache"]["hits_let_go"] == 3
+    finally:
+        gate.release()
+        on.shutdown(), off.shutdown()
+
+
+@pytest.mark.parametrize("align", [4, 0])
+def test_prompts_prefilled_together_cut_hits_a_few_tokens_longer_than_the_group_least(align):
+    """A group whose rows hold hits a few tokens apart would be padded, masked and rolled: with
+    ``align_tokens`` 4 a hit at most 4 tokens longer than the group's least is cut back to it,
+    a longer one is kept, and beside a prompt with no hit a short one is let go; with 0 every
+    hit is kept whole. Either way the answers, logprobs included, are those of an engine
+    without the cache, and the usage, the streams' first events and the counters say what was
+    served from the cache."""
+    loaded = tiny_loaded()
+    gate = StepGate(lambda: False)
+    on = Engine(lambda: loaded, EngineConfig(prefix=PrefixConfig(block_size=4, align_tokens=align),
+                                             fault_hook=gate)).start()
+    off = engine_with(False)
+    system = list(range(1, 11))
+    try:
+        on.submit(system + list(range(40, 48)), GREEDY).collect()
+        prompts = [system + [60] * 3, system + [40, 41, 42, 50, 51], system + list(range(40, 48)) + [52, 53]]
+        before = on.stats()["prefix_cache"]["hit_tokens"]
+        streams, done = _together(on, gate, prompts, EXACT, busy_prompt=(63, 62))  # (a busy prompt with no hit)
+        want = [10, 10, 18] if align else [10, 13, 18]  # the second's 13 is 3 over the least, the third's 8
+        assert [d.usage.cached_tokens for d in done] == want
+        assert [s.cached_tokens for s in streams] == want
+        for got, prompt in zip(done, prompts):
+            assert_same(got, off.submit(prompt, EXACT).collect())
+        stats = on.stats()["prefix_cache"]
+        assert stats["hit_tokens"] - before == sum(want)
+        assert stats["hits_aligned"] == (1 if align else 0)
+        prompts = [[59, 58, 57, 56, 55], system + [61] * 3]  # the least is none: a 10-token hit is over 4
+        streams, done = _together(on, gate, prompts, EXACT)
+        assert [d.usage.cached_tokens for d in done] == [0, 10]
+        for got, prompt in zip(done, prompts):
+            assert_same(got, off.submit(prompt, EXACT).collect())
+        prompts = [[20, 21, 22, 23, 24], system[:3] + [62] * 3]  # a 3-token hit beside none: let go
+        before = on.stats()["prefix_cache"]["hits_let_go"]
+        streams, done = _together(on, gate, prompts, EXACT)
+        assert [d.usage.cached_tokens for d in done] == ([0, 0] if align else [0, 3])
+        assert on.stats()["prefix_cache"]["hits_let_go"] - before == (1 if align else 0)
+        for got, prompt in zip(done, prompts):
+            assert_same(got, off.submit(prompt, EXACT).collect())
     finally:
         gate.release()
         on.shutdown(), off.shutdown()

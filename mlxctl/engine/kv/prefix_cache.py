@@ -69,7 +69,8 @@ class PrefixCache:
         self._lower = lower
         self._pool = BlockPool()
         self._counts = Counter(queries=0, hits=0, hit_tokens=0, partial_hits=0, inserted_blocks=0, evictions=0,
-                               promoted_blocks=0, inserted_checkpoints=0, hits_let_go=0)
+                               promoted_blocks=0, inserted_checkpoints=0, hits_let_go=0,
+                               hits_aligned=0)
 
     @property
     def bytes(self) -> int:
@@ -139,6 +140,12 @@ class PrefixCache:
         self._counts["hit_tokens"] -= tokens
         self._counts["partial_hits"] -= partial
         self._counts["hits_let_go"] += 1
+
+    def count_aligned(self, tokens: int) -> None:
+        """A hit its request cut by ``tokens`` to match the rows prefilled with it (engine.prefix
+        ``align_hits``): those tokens no longer count as served from the cache."""
+        self._counts["hit_tokens"] -= tokens
+        self._counts["hits_aligned"] += 1
 
     def lookup_checkpoint(self, tokens: Sequence[int], *, fingerprint: str | None = None) -> PrefixHit:
         """The deepest checkpoint whose tokens ``tokens`` start with, and the full blocks before
