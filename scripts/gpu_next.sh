@@ -26,6 +26,10 @@
 #            returning MLX's pool (--clear-every/--pool-cap-mib huge), alternating processes; then the
 #            engine with the cache on (as shipped) and off against BatchGenerator at 8, 64 and 256 streams,
 #            prompts opening with the same 27 tokens, in one process, interleaved.
+#   PART=18r: after 915a0f1 (hits aligned within a prompt group): this build as shipped, with hits kept
+#            whole (--align-tokens 0) and with a pool cap of 40 GiB, engine_rounds.py alternating
+#            processes, step-traced; then bench_engine.py's cache on/off against BatchGenerator at 8, 64
+#            and 256 streams with a shared 27-token opening (PART=18q's, where ragged groups made 0.54x).
 #   PART=20: issue 20: --kv-bits 8 and 4 against 16-bit KV at 16 and 64 streams (8B 4-bit), one
 #            setting a process (all in one ran out of memory at 64 streams on an H100, 2026-12-06).
 #   PART=19h: a hybrid model (Qwen3.5-35B-A3B shape, 4-bit) at 4 and 8 streams with batches
@@ -44,6 +48,8 @@
 # PART=19 (now with a hybrid model's batches speculating), on the H200 if one comes; for issue 18,
 # scripts/gpu_profile_serve.sh and gpu_ab.sh pair BOTH_ORDERS=1 are the tools (benchmarks.md,
 # eleventh pass).
+# 2026-12-06 (evening): an H200 ran PART=18q at 1649608 (the dips are ragged prompt groups' first
+# shapes; returning the pool cost 13%) and the scaling table (gpu_table.sh). Next: PART=18r.
 set -uo pipefail
 OUT=${OUT:-bench-results}; mkdir -p "$OUT"
 PY=${PYTHON:-python3}
@@ -137,6 +143,19 @@ case ${PART:-19} in
   timeout 150 $PY scripts/bench_engine.py --model "$M" --dtype native --prompt-tokens 542 --shared-prefix 27 \
     --max-tokens 128 --concurrency 64 --reps 2 --variant letgo:min_reuse_tokens=128 --variant nocache:prefix_cache=0 \
     --json > "$OUT/shared27.json" 2> "$OUT/shared27.log" ;;
+18r)  # ragged prompt groups aligned (915a0f1), and a larger pool cap, against the shipped build
+  R=(scripts/engine_rounds.py --model "$M" --dtype native --prompt-tokens 542 --shared-prefix 27 --max-tokens 128
+     --concurrency 64 --rounds 8)
+  for i in 1 2; do
+    for v in shipped:"" ragged:"--align-tokens 0" cap40:"--pool-cap-mib 40960"; do
+      MLXCTL_STEP_TRACE=$OUT/trace_${v%%:*}$i.jsonl timeout 70 $PY "${R[@]}" ${v#*:} >> "$OUT/rounds.jsonl" 2>> "$OUT/rounds.log"
+    done
+  done
+  for f in "$OUT"/trace_*.jsonl; do $PY scripts/step_trace.py "$f" --gap 0.03 > "${f%.jsonl}.txt" 2>&1; done
+  timeout 260 $PY scripts/bench_engine.py --model "$M" --dtype native --prompt-tokens 542 --shared-prefix 27 \
+    --max-tokens 128 --concurrency 8,64,256 --reps 3 --variant nocache:prefix_cache=0 \
+    --variant ragged:align_tokens=0 --json > "$OUT/goal.json" 2> "$OUT/goal.log"
+  gzip "$OUT"/trace_*.jsonl ;;
 18q)  # are the dips MLX's pool returned (Engine._housekeeping)? then the issue's goal with the cache on
   R=(scripts/engine_rounds.py --model "$M" --dtype native --prompt-tokens 542 --shared-prefix 27 --max-tokens 128
      --concurrency 64 --rounds 8)
