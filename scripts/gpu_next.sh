@@ -30,6 +30,9 @@
 #            whole (--align-tokens 0) and with a pool cap of 40 GiB, engine_rounds.py alternating
 #            processes, step-traced; then bench_engine.py's cache on/off against BatchGenerator at 8, 64
 #            and 256 streams with a shared 27-token opening (PART=18q's, where ragged groups made 0.54x).
+#   PART=19b: where the edit-like reply's tokens come from on the GPU (scripts/spec_breakdown.py: off, as
+#            shipped, and speculating whenever a draft is likely; carry .gpu-w2, /tmp/w1 as for PART=19s).
+#            On the CPU the text allows 1.85x off at the H100's check cost; the H100 made 1.36x.
 #   PART=20: issue 20: --kv-bits 8 and 4 against 16-bit KV at 16 and 64 streams (8B 4-bit), one
 #            setting a process (all in one ran out of memory at 64 streams on an H100, 2026-12-06).
 #   PART=19h: a hybrid model (Qwen3.5-35B-A3B shape, 4-bit) at 4 and 8 streams with batches
@@ -78,6 +81,11 @@ case ${PART:-19} in
   timeout 300 $PY scripts/bench_engine.py --model "$M" --dtype native --prompt-tokens 512 --max-tokens 128 \
     --temperature 1 --concurrency 4,16,64 --reps 2 --variant spec:speculative=ngram --json \
     > "$OUT/spec_t1.json" 2> "$OUT/spec_t1.log" ;;
+19b)
+  S=/tmp/smollm2; mkdir -p "$S" && cp .gpu-home/models/smollm2-135m/* "$S"/ && cat /tmp/w1 .gpu-w2/part > "$S/model.safetensors"
+  timeout 200 $PY scripts/spec_breakdown.py --model "$S" --reps 3 > "$OUT/breakdown_edit.json" 2> "$OUT/breakdown_edit.log"
+  timeout 150 $PY scripts/spec_breakdown.py --model "$S" --reps 3 --prompt transcript \
+    > "$OUT/breakdown_transcript.json" 2> "$OUT/breakdown_transcript.log" ;;
 19s)
   S=/tmp/smollm2; mkdir -p "$S" && cp .gpu-home/models/smollm2-135m/* "$S"/ && cat /tmp/w1 .gpu-w2/part > "$S/model.safetensors"
   timeout 300 $PY scripts/bench_speculative.py --model "$S" --reps 3 --draft 8,16 --grow --json \
