@@ -4,7 +4,7 @@ sampling profiler (py-spy) watches, and a build's own figure for A/B runs of two
   python scripts/engine_rounds.py --model REF [--load-format dummy] [--dtype native]
          [--prompt-tokens 542] [--shared-prefix 27] [--max-tokens 128] [--concurrency 64]
          [--rounds 6] [--warmup 2] [--no-prefix-cache] [--min-reuse-tokens N] [--align-tokens N]
-         [--clear-every STEPS] [--pool-cap-mib MIB]
+         [--clear-every STEPS] [--pool-cap-mib MIB] [--cache-limit-mib MIB]
 
 Each round draws new random prompts (``bench_engine.prompts``: with ``--shared-prefix N`` every
 prompt opens with the same N tokens, as a chat template's system part does). Prints one JSON
@@ -15,6 +15,8 @@ each return waits for the device). The warm-up rounds (kernels
 built on first use) are not reported. ``--clear-every`` and ``--pool-cap-mib`` set when the
 engine returns the pool (``EngineConfig.clear_cache_every`` and ``pool_cap_bytes``): a large
 value of both never returns it, which tells whether the returns cost a round.
+``--cache-limit-mib`` sets MLX's own bound on the pool (``mx.set_cache_limit``: past it, MLX
+frees buffers one by one as they are returned, instead of the engine returning all at once).
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ def main() -> int:
     p.add_argument("--align-tokens", type=int, default=None, help="PrefixConfig.align_tokens (0: hits kept whole)")
     p.add_argument("--clear-every", type=int, default=None, help="steps between the engine's pool returns")
     p.add_argument("--pool-cap-mib", type=int, default=None, help="the pool returned after a batch change past this")
+    p.add_argument("--cache-limit-mib", type=int, default=None, help="mx.set_cache_limit: MLX's own bound on the pool")
     args = p.parse_args()
     if args.rounds < 1 or args.warmup < 0 or args.concurrency < 1 or args.prompt_tokens < 1:
         p.error("--rounds, --concurrency and --prompt-tokens must be at least 1, --warmup at least 0")
@@ -69,6 +72,8 @@ def main() -> int:
     config = dataclasses.replace(config, prefix=dataclasses.replace(config.prefix, **prefix), **returns)
     import mlx.core as mx
 
+    if args.cache_limit_mib is not None:
+        mx.set_cache_limit(args.cache_limit_mib << 20)
     clears = [0]
     clear_cache = mx.clear_cache
 
@@ -96,7 +101,7 @@ def main() -> int:
                       "max_tokens": args.max_tokens, "prefix_cache": not args.no_prefix_cache,
                       "min_reuse_tokens": args.min_reuse_tokens, "align_tokens": args.align_tokens,
                       "clear_every": args.clear_every,
-                      "pool_cap_mib": args.pool_cap_mib, "tps": tps, "pool_mib": pool, "pool_returns": cleared,
+                      "pool_cap_mib": args.pool_cap_mib, "cache_limit_mib": args.cache_limit_mib, "tps": tps, "pool_mib": pool, "pool_returns": cleared,
                       "prefix_hits": stats.get("hits"), "prefix_evictions": stats.get("evictions"),
                       "hits_aligned": stats.get("hits_aligned")}))
     return 0

@@ -27,7 +27,8 @@
 #            engine with the cache on (as shipped) and off against BatchGenerator at 8, 64 and 256 streams,
 #            prompts opening with the same 27 tokens, in one process, interleaved.
 #   PART=18r: after 915a0f1 (hits aligned within a prompt group): this build as shipped, with hits kept
-#            whole (--align-tokens 0) and with a pool cap of 40 GiB, engine_rounds.py alternating
+#            whole (--align-tokens 0), with a pool cap of 40 GiB and with MLX bounding the pool itself
+#            (mx.set_cache_limit 14 GiB, the engine never returning it), engine_rounds.py alternating
 #            processes, step-traced; then bench_engine.py's cache on/off against BatchGenerator at 8, 64
 #            and 256 streams with a shared 27-token opening (PART=18q's, where ragged groups made 0.54x).
 #   PART=19b: where the edit-like reply's tokens come from on the GPU (scripts/spec_breakdown.py: off, as
@@ -155,13 +156,14 @@ case ${PART:-19} in
   R=(scripts/engine_rounds.py --model "$M" --dtype native --prompt-tokens 542 --shared-prefix 27 --max-tokens 128
      --concurrency 64 --rounds 8)
   for i in 1 2; do
-    for v in shipped:"" ragged:"--align-tokens 0" cap40:"--pool-cap-mib 40960"; do
+    for v in shipped:"" ragged:"--align-tokens 0" cap40:"--pool-cap-mib 40960" \
+        limit14:"--clear-every 1000000 --pool-cap-mib 1000000 --cache-limit-mib 14336"; do
       MLXCTL_STEP_TRACE=$OUT/trace_${v%%:*}$i.jsonl timeout 70 $PY "${R[@]}" ${v#*:} >> "$OUT/rounds.jsonl" 2>> "$OUT/rounds.log"
     done
   done
   for f in "$OUT"/trace_*.jsonl; do $PY scripts/step_trace.py "$f" --gap 0.03 > "${f%.jsonl}.txt" 2>&1; done
   timeout 260 $PY scripts/bench_engine.py --model "$M" --dtype native --prompt-tokens 542 --shared-prefix 27 \
-    --max-tokens 128 --concurrency 8,64,256 --reps 3 --variant nocache:prefix_cache=0 \
+    --max-tokens 128 --concurrency 8,64,256 --reps 2 --variant nocache:prefix_cache=0 \
     --variant ragged:align_tokens=0 --json > "$OUT/goal.json" 2> "$OUT/goal.log"
   gzip "$OUT"/trace_*.jsonl ;;
 18q)  # are the dips MLX's pool returned (Engine._housekeeping)? then the goal with the cache on
