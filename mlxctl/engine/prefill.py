@@ -48,30 +48,33 @@ class PromptWork:
         same decode batch as the others once their prompt is done."""
         start = time.perf_counter()
         group = self._group([req for req, n in work if n == req.prompt_left and not req.images])
+        # what runs: a grouped prompt's whole rest (more than planned where _group cut its hit), the others' plan
+        tokens = sum(r.prompt_left for r in group) + sum(n for req, n in work if req not in group)
         solo = [j for req, n in work if req not in group and (j := self._alone(req, n))]
         joined = self._together(group) if group else None
         joiners = ([joined] if joined else []) + solo
-        self._measure(sum(n for _, n in work), joiners, start)
+        self._measure(tokens, joiners, start)
         return joiners
 
     def _group(self, ends: list[Request]) -> list[Request]:
         """Of the prompts that end this step, those that go through the model together (the
         others go alone): fresh ones, and where the model's KV is plain also those that hold
-        KV already (a prefix-cache hit, earlier chunks). Padded to the longest, so while more
-        than half of over PAD_FREE padded tokens would be padding the longest goes alone."""
+        KV already (a prefix-cache hit, earlier chunks). Hits a few tokens apart are cut to
+        the least first (``PrefixReuse.align_hits``: a step may then run up to
+        ``align_tokens`` more prompt tokens a row than planned). Padded to the longest, so
+        while more than half of over PAD_FREE padded tokens would be padding the longest goes
+        alone (for a row whose hit was cut, the rest of its prompt waits for the next step)."""
         if len(ends) < 2 or self.prefix.checkpoints or not self.runner.can_batch_prefill(ends):
             return []
         for req in ends:  # a short hit would send the whole group through the merged-cache path
             self.prefix.let_short_hit_go(req)
         if any(r.num_prefilled for r in ends) and not self.runner.can_batch_tails(ends):
             ends = [r for r in ends if not r.num_prefilled]
+        self.prefix.align_hits(ends)  # rows a few tokens apart run without left padding
         group = sorted(ends, key=lambda r: r.prompt_left)
         while len(group) >= 2 and PAD_FREE < len(group) * group[-1].prompt_left > 2 * sum(r.prompt_left for r in group):
             group.pop()
-        if len(group) < 2:
-            return []
-        self.prefix.align_hits(group)  # rows a few tokens apart run unpadded
-        return [r for r in ends if r in group]
+        return [r for r in ends if r in group] if len(group) >= 2 else []
 
     def _measure(self, tokens: int, joiners: list[Joiner], start: float) -> None:
         """Tell the pace what the step's prompt work cost. Chunks before a prompt's last are

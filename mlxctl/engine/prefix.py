@@ -233,28 +233,32 @@ class PrefixReuse:
         return True
 
     def align_hits(self, reqs: list[Request]) -> None:
-        """Prompts about to be prefilled together (``reqs``, two or more): a row whose hit holds
-        at most ``PrefixConfig.align_tokens`` more tokens than the least any row holds cuts its
-        KV back to that (lets the hit go where the least is none), so the rows go through the
-        model unpadded: a ragged group is padded, masked and rolled into place (engine.runner
-        ``_tails_logits``), and on CUDA its new shapes cost far more than the few tokens run
-        again. Rows that ran chunks of their prompt, resumed requests and longer hits keep
-        theirs. What a cut hit no longer serves leaves the counts and its usage."""
+        """Prompts about to be prefilled together (``reqs``): where every row holding more KV
+        than the least any row holds is a hit at most ``PrefixConfig.align_tokens`` over it,
+        each cuts its KV back to that least (lets the hit go where the least is none), so all
+        rows hold as many tokens and their merged caches need no left padding; with prompts of
+        one length the group then runs unpadded. A ragged group is padded, masked and rolled
+        into place (engine.runner ``_tails_logits``), and on CUDA its new shapes cost far more
+        than the few tokens run again. Where one row cannot be cut (it ran chunks of its
+        prompt, was resumed, or its hit reaches further) nothing is cut: the group stays ragged
+        anyway. What a cut hit no longer serves leaves the counts and its usage."""
         if not self.enabled or not self.align or len(reqs) < 2:
             return
         least = min(r.num_prefilled for r in reqs)
-        for req in reqs:
+        over = [r for r in reqs if r.num_prefilled > least]
+        if not over or not all(r.num_prefilled - least <= self.align and _only_hit(r) and
+                               (not least or can_trim_prompt_cache(r.cache)) for r in over):
+            return
+        for req in over:
             excess = req.num_prefilled - least
-            if not 0 < excess <= self.align or not _only_hit(req):
-                continue
             if not least:
                 self._let_go(req)
-            elif can_trim_prompt_cache(req.cache):
-                trim_prompt_cache(req.cache, excess)
-                self.cache.count_aligned(excess)
-                req.num_prefilled = req.num_reused = req.cached_tokens = least
-                if req.stream is not None:
-                    req.stream.cached_tokens = least
+                continue
+            trim_prompt_cache(req.cache, excess)
+            self.cache.count_aligned(excess)
+            req.num_prefilled = req.num_reused = req.cached_tokens = least
+            if req.stream is not None:
+                req.stream.cached_tokens = least
 
     def _let_go(self, req: Request) -> None:
         self.cache.count_let_go(req.num_reused, req.num_reused % self.cache.block_size != 0)

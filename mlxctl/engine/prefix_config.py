@@ -19,9 +19,9 @@ class PrefixConfig:
     # streams made 0.87x with hits under 128 tokens let go), on CUDA it is being measured
     # (docs/benchmarks.md). A prompt prefilled alone keeps any hit.
     min_reuse_tokens: int = 0
-    # prompts prefilled together: a hit at most this many tokens longer than the least KV a row of
-    # the group holds gives the excess up (all of it where a row holds none), so the rows hold as
-    # many tokens and go through the model unpadded. A ragged group is padded, masked and rolled,
+    # prompts prefilled together: where every hit is at most this many tokens over the least KV a
+    # row of the group holds, each gives the excess up (all of it where a row holds none), so the
+    # rows start level (engine.prefix align_hits). A ragged group is padded, masked and rolled,
     # and on CUDA a group with one row a token longer than the rest took a second (a 1B model,
     # 64 streams, 2026-12-06: docs/benchmarks.md). 0: every hit is kept whole.
     align_tokens: int = 64

@@ -175,42 +175,43 @@ def test_prompts_prefilled_together_let_a_short_hit_go_and_a_prompt_alone_keeps_
 @pytest.mark.parametrize("align", [4, 0])
 def test_prompts_prefilled_together_cut_hits_a_few_tokens_longer_than_the_group_least(align):
     """A group whose rows hold hits a few tokens apart would be padded, masked and rolled: with
-    ``align_tokens`` 4 a hit at most 4 tokens longer than the group's least is cut back to it,
-    a longer one is kept, and beside a prompt with no hit a short one is let go; with 0 every
-    hit is kept whole. Either way the answers, logprobs included, are those of an engine
-    without the cache, and the usage, the streams' first events and the counters say what was
-    served from the cache."""
+    ``align_tokens`` 4, where every hit over the group's least is at most 4 over it (4 exactly
+    included), each is cut back to the least, or let go beside a prompt with no hit; where one
+    reaches further nothing is cut (the group stays ragged anyway); with 0 every hit is kept
+    whole. Either way the answers, logprobs included, are those of an engine without the
+    cache, and the usage, the streams' first events and the counters say what was served."""
     loaded = tiny_loaded()
     gate = StepGate(lambda: False)
     on = Engine(lambda: loaded, EngineConfig(prefix=PrefixConfig(block_size=4, align_tokens=align),
                                              fault_hook=gate)).start()
     off = engine_with(False)
     system = list(range(1, 11))
+
+    def check(prompts, want, busy_prompt=(1, 2)):
+        before = on.stats()["prefix_cache"]
+        streams, done = _together(on, gate, prompts, EXACT, busy_prompt)
+        assert [d.usage.cached_tokens for d in done] == want
+        assert [s.cached_tokens for s in streams] == want  # what their first events said
+        for got, prompt in zip(done, prompts):
+            assert_same(got, off.submit(prompt, EXACT).collect())
+        after = on.stats()["prefix_cache"]
+        return {k: after[k] - before[k] for k in ("hit_tokens", "hits_aligned", "hits_let_go")}
+
     try:
         on.submit(system + list(range(40, 48)), GREEDY).collect()
-        prompts = [system + [60] * 3, system + [40, 41, 42, 50, 51], system + list(range(40, 48)) + [52, 53]]
-        before = on.stats()["prefix_cache"]["hit_tokens"]
-        streams, done = _together(on, gate, prompts, EXACT, busy_prompt=(63, 62))  # (a busy prompt with no hit)
-        want = [10, 10, 18] if align else [10, 13, 18]  # the second's 13 is 3 over the least, the third's 8
-        assert [d.usage.cached_tokens for d in done] == want
-        assert [s.cached_tokens for s in streams] == want
-        for got, prompt in zip(done, prompts):
-            assert_same(got, off.submit(prompt, EXACT).collect())
-        stats = on.stats()["prefix_cache"]
-        assert stats["hit_tokens"] - before == sum(want)
-        assert stats["hits_aligned"] == (1 if align else 0)
-        prompts = [[59, 58, 57, 56, 55], system + [61] * 3]  # the least is none: a 10-token hit is over 4
-        streams, done = _together(on, gate, prompts, EXACT)
-        assert [d.usage.cached_tokens for d in done] == [0, 10]
-        for got, prompt in zip(done, prompts):
-            assert_same(got, off.submit(prompt, EXACT).collect())
-        prompts = [[20, 21, 22, 23, 24], system[:3] + [62] * 3]  # a 3-token hit beside none: let go
-        before = on.stats()["prefix_cache"]["hits_let_go"]
-        streams, done = _together(on, gate, prompts, EXACT)
-        assert [d.usage.cached_tokens for d in done] == ([0, 0] if align else [0, 3])
-        assert on.stats()["prefix_cache"]["hits_let_go"] - before == (1 if align else 0)
-        for got, prompt in zip(done, prompts):
-            assert_same(got, off.submit(prompt, EXACT).collect())
+        # hits of 10, 13 and 14 (4 over the least): all cut to 10 (a busy prompt that hits nothing)
+        delta = check([system + [60] * 3, system + [40, 41, 42, 50, 51], system + [40, 41, 42, 43, 52]],
+                      [10, 10, 10] if align else [10, 13, 14], busy_prompt=(63, 62))
+        assert delta == ({"hit_tokens": 30, "hits_aligned": 2, "hits_let_go": 0} if align else
+                         {"hit_tokens": 37, "hits_aligned": 0, "hits_let_go": 0})
+        # 10, 13 and 18: the 18 is 8 over, so nothing is cut
+        delta = check([system + [61] * 3, system + [40, 41, 42, 53, 54], system + list(range(40, 48)) + [52, 53]],
+                      [10, 13, 18])
+        assert delta["hits_aligned"] == 0
+        # beside a prompt with no hit: a 10-token hit is over 4 and kept, a 3-token one let go
+        check([[20, 21, 22, 23, 24], system + [62] * 3], [0, 10])
+        delta = check([[25, 26, 27, 28, 29], system[:3] + [63] * 3], [0, 0] if align else [0, 3])
+        assert delta["hits_let_go"] == (1 if align else 0)
     finally:
         gate.release()
         on.shutdown(), off.shutdown()
