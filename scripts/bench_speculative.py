@@ -1,7 +1,8 @@
 """Speculative decoding against plain decoding, one request, in one process (issue 19).
 
   python scripts/bench_speculative.py [--model REF] [--dtype auto] [--code-tokens 200]
-         [--max-tokens 200] [--reps 3] [--draft 8[,4,...]] [--grow] [--draft-model REF [--draft-dtype native]]
+         [--max-tokens 200] [--reps 3] [--draft 8[,4,...]] [--grow] [--unchained]
+         [--draft-model REF [--draft-dtype native]]
          [--batch N] [--transcript docs/workloads/agent_transcript.json] [--json]
 
 The prompt asks the model to repeat about --code-tokens tokens of this repository's source
@@ -39,6 +40,9 @@ def parse() -> argparse.Namespace:
     p.add_argument("--draft", default="8", help="comma-separated --num-draft-tokens values")
     p.add_argument("--grow", action="store_true",
                    help="also ngram with growing drafts (a draft taken whole doubles the next) at each --draft size")
+    p.add_argument("--unchained", action="store_true",
+                   help="also ngram with each check read before the next is queued (SpeculationConfig.chain off), "
+                        "at each --draft size")
     p.add_argument("--draft-model", default=None, help="also --speculative draft with this model, at each --draft size")
     p.add_argument("--draft-dtype", default="auto")
     p.add_argument("--batch", type=int, default=1,
@@ -97,6 +101,8 @@ def main() -> int:
     configs.update({f"ngram{k}": SpeculationConfig("ngram", int(k)) for k in args.draft.split(",")})
     if args.grow:
         configs.update({f"ngram{k}+": SpeculationConfig("ngram", int(k), grow=True) for k in args.draft.split(",")})
+    if args.unchained:
+        configs.update({f"ngram{k}-": SpeculationConfig("ngram", int(k), chain=False) for k in args.draft.split(",")})
     if args.draft_model:
         configs.update({f"draft{k}": SpeculationConfig("draft", int(k), args.draft_model, args.draft_dtype)
                         for k in args.draft.split(",")})

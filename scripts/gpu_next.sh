@@ -32,7 +32,9 @@
 #            processes, step-traced; then bench_engine.py's cache on/off against BatchGenerator at 8, 64
 #            and 256 streams with a shared 27-token opening (PART=18q's, where ragged groups made 0.54x).
 #   PART=19b: where the edit-like reply's tokens come from on the GPU (scripts/spec_breakdown.py: off, as
-#            shipped, and speculating whenever a draft is likely; carry .gpu-w2, /tmp/w1 as for PART=19s).
+#            shipped, and speculating whenever a draft is likely; carry .gpu-w2, /tmp/w1 as for PART=19s),
+#            then chained checks against unchained ones (bench_speculative.py --unchained), edit-like
+#            and the agent transcript.
 #            On the CPU the text allows 1.85x off at the H100's check cost; the H100 made 1.36x.
 #   PART=20: issue 20: --kv-bits 8 and 4 against 16-bit KV at 16 and 64 streams (8B 4-bit), one
 #            setting a process (all in one ran out of memory at 64 streams on an H100, 2026-12-06).
@@ -85,8 +87,11 @@ case ${PART:-19} in
 19b)
   S=/tmp/smollm2; mkdir -p "$S" && cp .gpu-home/models/smollm2-135m/* "$S"/ && cat /tmp/w1 .gpu-w2/part > "$S/model.safetensors"
   timeout 200 $PY scripts/spec_breakdown.py --model "$S" --reps 3 > "$OUT/breakdown_edit.json" 2> "$OUT/breakdown_edit.log"
-  timeout 150 $PY scripts/spec_breakdown.py --model "$S" --reps 3 --prompt transcript \
-    > "$OUT/breakdown_transcript.json" 2> "$OUT/breakdown_transcript.log" ;;
+  # checks chained (as shipped since this session) against each read before the next is queued
+  timeout 240 $PY scripts/bench_speculative.py --model "$S" --reps 3 --draft 8,16 --unchained --json \
+    > "$OUT/chain_edit.json" 2> "$OUT/chain_edit.log"
+  timeout 120 $PY scripts/bench_speculative.py --model "$S" --reps 3 --draft 8 --unchained \
+    --transcript docs/workloads/agent_transcript.json --json > "$OUT/chain_transcript.json" 2> "$OUT/chain_transcript.log" ;;
 19s)
   S=/tmp/smollm2; mkdir -p "$S" && cp .gpu-home/models/smollm2-135m/* "$S"/ && cat /tmp/w1 .gpu-w2/part > "$S/model.safetensors"
   timeout 300 $PY scripts/bench_speculative.py --model "$S" --reps 3 --draft 8,16 --grow --json \
@@ -162,10 +167,11 @@ case ${PART:-19} in
     done
   done
   for f in "$OUT"/trace_*.jsonl; do $PY scripts/step_trace.py "$f" --gap 0.03 > "${f%.jsonl}.txt" 2>&1; done
+  gzip "$OUT"/trace_*.jsonl ;;
+18g)  # PART=18r's goal half (a call of its own: both halves together may outrun a call's 600 s)
   timeout 260 $PY scripts/bench_engine.py --model "$M" --dtype native --prompt-tokens 542 --shared-prefix 27 \
     --max-tokens 128 --concurrency 8,64,256 --reps 2 --variant nocache:prefix_cache=0 \
-    --variant ragged:align_tokens=0 --json > "$OUT/goal.json" 2> "$OUT/goal.log"
-  gzip "$OUT"/trace_*.jsonl ;;
+    --variant ragged:align_tokens=0 --json > "$OUT/goal.json" 2> "$OUT/goal.log" ;;
 18q)  # are the dips MLX's pool returned (Engine._housekeeping)? then the issue's goal with the cache on
   R=(scripts/engine_rounds.py --model "$M" --dtype native --prompt-tokens 542 --shared-prefix 27 --max-tokens 128
      --concurrency 64 --rounds 8)

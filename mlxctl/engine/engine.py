@@ -161,6 +161,12 @@ class Engine:
     def abort(self, request_id: str) -> None:
         self._inbox.put(("abort", request_id))
 
+    def news(self) -> bool:
+        """Whether work waits for this step to end: messages in the inbox (drained between
+        steps), or requests waiting or prefilling. A step that could run on stops for it
+        (engine/speculative_step.py's chained checks)."""
+        return not self._inbox.empty() or bool(self.scheduler.waiting or self.scheduler.prefilling)
+
     def nudge(self) -> None:
         """Another engine gave memory back: a queue that waited on it is looked at again."""
         self._inbox.put(("nudge", None))

@@ -195,10 +195,11 @@ class ModelRunner:
         return nxt
 
 
-    def verify(self, batch: DecodeBatch, rows: list[list[int]]) -> mx.array:
+    def verify(self, batch: DecodeBatch, rows: list[list[int]] | mx.array) -> mx.array:
         """(B, L, V) logits of the rows' pass over ``rows`` (each its pending token, then a draft
-        of L - 1; engine/speculative_step.py). The caches keep all of them until cut."""
-        return self.model(mx.array(rows), cache=batch.caches)
+        of L - 1; engine/speculative_step.py; an array: tokens not yet read back). The caches
+        keep all of them until cut."""
+        return self.model(rows if isinstance(rows, mx.array) else mx.array(rows), cache=batch.caches)
 
 
 PADDABLE = {"KVCache", "RotatingKVCache", "QuantizedKV"}  # cache layers that take left padding exactly

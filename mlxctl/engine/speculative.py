@@ -48,6 +48,7 @@ class SpeculationConfig:
     measured: bool = True  # False: speculate whenever eligible, without the policy's measurements (tests)
     mixer_replay: bool = True  # recurrent models: undo a rejected draft by their mixers alone (False: the whole model)
     grow: bool = False  # ngram: a draft taken whole doubles the next one, up to grow_ceiling (see SpeculationStats)
+    chain: bool = True  # ngram, a lone greedy request: queue the next check before this one is read (speculative_step)
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
@@ -101,6 +102,7 @@ class SpeculationStats:
     misses: int = 0  # drafts in a row with nothing accepted
     paused_until: int = 0  # a request: it drafts again once it has generated this many tokens
     grown: int = 0  # a request's next draft length after drafts taken whole (0: its own)
+    streak: int = 0  # drafts in a row taken whole
 
     def draft_length(self, k: int, ceiling: int) -> int:
         """The next draft's length for a request of draft length ``k``, growing up to ``ceiling``."""
@@ -112,6 +114,7 @@ class SpeculationStats:
         self.drafted += drafted
         self.accepted += accepted
         self.grown = min(2 * drafted, ceiling) if ceiling and drafted and accepted == drafted else 0
+        self.streak = self.streak + 1 if drafted and accepted == drafted else 0
         self.misses = 0 if accepted else self.misses + 1
         if self.misses >= MISSES:
             self.misses, self.paused_until = 0, generated + PAUSE_TOKENS
@@ -134,6 +137,7 @@ class NgramProposer:
 
     def _reset(self) -> None:
         self.tokens: list[int] = []
+        self._copy: tuple[int, int, int] | None = None  # the last proposal: (source, period, tokens drafted so far)
         self._ends: dict[tuple[int, ...], int] = {}  # n-gram -> end (exclusive) of its latest occurrence
         self._indexed = 0  # n-grams ending at positions up to here are in ``_ends``
 
@@ -146,10 +150,27 @@ class NgramProposer:
         does, so a loop of period p still drafts ``k`` tokens, not p."""
         self._extend(history)
         tokens, found = self.tokens, self._suffix_found()
+        self._copy = None if found is None else (found, len(tokens) - found, k)
         if found is None:
             return []
-        period = len(tokens) - found
-        return [tokens[found + i % period] for i in range(k)]
+        return self._copied(0, k)
+
+    def following(self, m: int) -> list[int]:
+        """The next draft if the last one is taken whole: the ``m`` tokens the copy goes on with
+        after the one that follows that draft, guessed before the check says whether the copy
+        held (engine/speculative_step.py chains checks on it); [] without a copy to go on with.
+        Each call moves the copy on as if that draft were taken whole too."""
+        if self._copy is None or m <= 0:
+            return []
+        found, period, done = self._copy
+        self._copy = (found, period, done + 1 + m)
+        return self._copied(done + 1, done + 1 + m)
+
+    def _copied(self, start: int, stop: int) -> list[int]:
+        """Positions ``start`` to ``stop`` of the copy after the proposal's history, running on
+        over what it copies (an overlapping LZ77 copy)."""
+        found, period, _ = self._copy
+        return [self.tokens[found + i % period] for i in range(start, stop)]
 
     def likely(self, prompt: list[int], generated: list[int]) -> bool:
         """Whether the request's tokens so far, before the pending one (still on the device),

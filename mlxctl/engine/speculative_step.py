@@ -37,6 +37,7 @@ from mlxctl.errors import BadInputError
 
 log = logging.getLogger("mlxctl.engine")
 MAX_ROWS = 8
+MAX_CHAIN = 16  # checks one step queues ahead of reading them, at most (_chain)
 
 
 def setup(engine: Any) -> None:
@@ -50,6 +51,7 @@ def setup(engine: Any) -> None:
     engine.spec_replay = False  # set by _rollbackable for recurrent models
     engine.speculates = spec.enabled and _rollbackable(engine)
     engine.mixer_tap, engine.spec_mixer_replays = None, 0
+    engine.spec_chained = {"queued": 0, "cut": 0}  # checks queued before the one before was read (_chain)
     if engine.speculates and engine.spec_replay and spec.mixer_replay:
         from mlxctl.engine.mixer_replay import MixerTap
 
@@ -81,6 +83,7 @@ def status(engine: Any) -> dict:
     if spec.enabled:
         out["num_draft_tokens"] = spec.num_draft_tokens
         out["grow_drafts"] = bool(engine.spec_grow)
+        out["chained_checks"] = dict(engine.spec_chained)
         out.update(engine.speculation.as_dict())
         out["tokens_per_s"] = engine.spec_policy.snapshot()
         out["decode_steps"] = dict(engine.spec_policy.counts)
@@ -185,6 +188,9 @@ def speculate(engine: Any) -> bool:
     tap = engine.mixer_tap  # records each recurrent mixer's input, for an undo of those alone
     with tap.recording() if tap is not None else nullcontext():
         logits = engine.runner.verify(batch, rows)
+    if saved is None and _chains(engine, batch, reqs[0], drafts[0]):
+        _chain(engine, batch, reqs[0], (pendings[0], first[0]), drafts[0], ceilings[0], logits)
+        return True
     masks = None
     if any(r.constraint is not None for r in reqs):  # the forward runs while the host works out the masks
         mx.async_eval(logits)
@@ -210,12 +216,89 @@ def speculate(engine: Any) -> bool:
     return True
 
 
-def _emit_row(engine: Any, req: Any, row: int, emitted: list) -> bool:
-    """Emit a row's tokens in order; False once one ends the request (the rest are dropped)."""
+def _chains(engine: Any, batch: Any, req: Any, draft: list[int]) -> bool:
+    """Whether this check may be followed by the next before it is read (:func:`_chain`): a
+    lone plain greedy request without a grammar, drafting by prompt lookup."""
+    return bool(draft) and engine.config.speculation.chain and not batch.batched and len(batch) == 1 \
+        and req.constraint is None and req.sampler.is_plain_greedy and hasattr(req.proposer, "following")
+
+
+def _chain(engine: Any, batch: Any, req: Any, pending: tuple[int, Any], draft: list[int], ceiling: int,
+           logits: Any) -> None:
+    """A lone request's checks, each queued before the one before it is read. A check's draft
+    needs the tokens before it, so a check cannot overlap the host's work with the device's as
+    plain steps do; but where a request copies a long stretch, drafts are taken whole one after
+    another, and the next draft is then known before the check is read: what the copy goes on
+    with (``NgramProposer.following``), after the token the model gives last, fed from the device
+    unread. So while drafts keep being taken whole (from the second in a row: the request's
+    ``streak``) the next check is queued before this one is read, and the host reads, cuts and
+    emits while the device checks. Where this check turns out not taken whole, the next one's
+    positions are cut unread. The chain stops where a request waits to join, where it is not
+    taken whole, at the request's end, or after ``MAX_CHAIN`` checks; each check's tokens are
+    delivered as they come."""
+    import mlx.core as mx
+
+    from mlxctl.engine.speculative import _accepted
+    from mlxctl.engine.streams import deliver_held
+
+    chosen = mx.argmax(logits[0], axis=-1)
+    mx.async_eval(chosen)
+    for n in range(MAX_CHAIN):
+        width = len(draft)
+        nxt = _next_check(engine, batch, req, chosen, width, ceiling) \
+            if n + 1 < MAX_CHAIN and req.speculation.streak else None
+        tokens = _accepted(chosen.tolist(), draft)
+        if nxt is not None and len(tokens) < width + 1:  # not taken whole: the next check was checking a guess
+            trim(batch.caches, len(nxt[0]) + 1)
+            engine.spec_chained["cut"] += 1
+            nxt = None
+        _cut(batch, [len(tokens)], width + 1)
+        req.speculation.add(width, len(tokens) - 1, req.num_generated, ceiling)
+        engine.speculation.add(width, len(tokens) - 1)
+        alive = _emit_row(engine, req, 0, [pending, *((t, None) for t in tokens[:-1])],
+                          after=0 if nxt is None else len(nxt[0]) + 1)
+        deliver_held()
+        pending = (tokens[-1], None)
+        if not alive:
+            batch.keep([])
+            return
+        if nxt is None:
+            break
+        draft, chosen = nxt
+    batch.tokens, batch.samples = _as_tokens([pending[0]]), [None]
+    batch.keep([0])
+
+
+def _next_check(engine: Any, batch: Any, req: Any, chosen: Any, width: int, ceiling: int) -> tuple[list[int], Any] | None:
+    """The check after one of ``width`` draft tokens whose greedy tokens are ``chosen``
+    (unread), queued as if that draft is taken whole: its draft and its greedy tokens (unread),
+    or None where there is nothing to check or no room."""
+    import mlx.core as mx
+
+    if engine.news() or req.aborted:
+        return None
+    asked = req.params.num_draft_tokens
+    m = engine.config.speculation.num_draft_tokens if asked is None else asked
+    if ceiling:  # growing: what SpeculationStats.add makes of a draft taken whole
+        m = min(max(m, 2 * width), ceiling)
+    m = min(m, req.max_new_tokens - req.num_generated - width - 2)  # this check's width + 1, and the token after
+    draft = req.proposer.following(m)
+    if not draft or not _can_roll_back(batch.caches, len(draft) + 1):
+        return None
+    row = mx.concatenate([chosen[-1:], mx.array(draft, dtype=chosen.dtype)])
+    nxt = mx.argmax(engine.runner.verify(batch, row[None])[0], axis=-1)
+    mx.async_eval(nxt)
+    engine.spec_chained["queued"] += 1
+    return draft, nxt
+
+
+def _emit_row(engine: Any, req: Any, row: int, emitted: list, after: int = 0) -> bool:
+    """Emit a row's tokens in order; False once one ends the request (the rest are dropped).
+    ``after``: positions the cache holds beyond these (a chained check's, queued)."""
     for i, (token, sample) in enumerate(emitted):  # the cache holds all of these
         if req.constraint is not None:  # as a plain step does when it feeds the token in
             req.constraint.advance(token)
-        engine._overhang = len(emitted) - 1 - i  # what an answer remembered at a stop here must not keep
+        engine._overhang = len(emitted) - 1 - i + after  # what an answer remembered at a stop here must not keep
         finished = engine._emit_one(req, token, sample, row)
         engine._overhang = 0
         if finished is not None:

@@ -25,17 +25,28 @@ def delivered_together() -> Iterator[None]:
     """Hold the events this thread puts to async streams and hand each event loop its share in
     one callback at the end (in the order they were put): one wake-up of a server's loop per
     engine step, not one per token of every stream. Sync streams get theirs at once."""
-    _outbox.held = held = []
+    _outbox.held = []
     try:
         yield
     finally:
+        deliver_held()
         _outbox.held = None
-        by_loop: dict[asyncio.AbstractEventLoop, list] = {}
-        for stream, event in held:
-            by_loop.setdefault(stream._loop, []).append((stream._async, event))
-        for loop, items in by_loop.items():
-            if not loop.is_closed():
-                loop.call_soon_threadsafe(_put_all, items)
+
+
+def deliver_held() -> None:
+    """Hand over what ``delivered_together`` holds so far, now (a step that runs several
+    passes, engine/speculative_step.py's chained checks, delivers each one's tokens as they
+    come)."""
+    held = getattr(_outbox, "held", None)
+    if not held:
+        return
+    _outbox.held = []
+    by_loop: dict[asyncio.AbstractEventLoop, list] = {}
+    for stream, event in held:
+        by_loop.setdefault(stream._loop, []).append((stream._async, event))
+    for loop, items in by_loop.items():
+        if not loop.is_closed():
+            loop.call_soon_threadsafe(_put_all, items)
 
 
 def _put_all(items: list) -> None:
