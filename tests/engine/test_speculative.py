@@ -14,7 +14,7 @@ from mlxctl.engine.sampling import SamplingParams, TokenSampler
 from mlxctl.engine import speculative_step
 from mlxctl.engine.speculative import NgramProposer, SpeculationConfig, accept, same_vocabulary
 from mlxctl.errors import BadInputError
-from tests.engine.tiny import tiny_loaded
+from tests.engine.tiny import assert_same, tiny_loaded
 
 CODE = '''def keep(self, rows: list[int]) -> None:
     if len(rows) == len(self.requests):
@@ -48,6 +48,23 @@ def test_a_loop_drafts_k_tokens_by_copying_over_its_own_copy():
     assert NgramProposer().propose([1, 2, 1, 2], 5) == [1, 2, 1, 2, 1]
     assert NgramProposer().propose([7, 5, 5, 5], 4) == [5, 5, 5, 5]  # one token over and over
     assert NgramProposer().propose([1, 2, 3, 9, 1, 2, 3], 2) == [9, 1]  # capped at k
+
+
+def test_the_draft_after_one_taken_whole_goes_on_with_the_copy():
+    """What a chained check drafts (``following``): the copy the last draft came from, past the
+    token that will follow that draft, and on again from there at each call, over its own copy
+    where it runs past the end."""
+    p = NgramProposer()
+    assert p.following(3) == []  # nothing proposed yet
+    history = [1, 2, 3, 4, 5, 6, 7, 8, 9, 1, 2, 3]  # (1, 2, 3) last ended at 3: the copy is 4 5 6 7 8 9 1 2 3 4...
+    assert p.propose(history, 2) == [4, 5]
+    assert p.following(3) == [7, 8, 9]  # 6 is the token after the draft: the model's, not drafted
+    assert p.following(2) == [2, 3]  # after 1
+    assert p.following(2) == [5, 6]  # after 4: the copy runs on over itself
+    assert p.following(0) == []
+    p = NgramProposer()
+    assert p.propose([1, 2, 3, 1, 2], 2) == [3, 1] and p.following(1) == [3]  # (2 follows the draft)
+    assert p.propose([1, 2, 3, 1, 2, 3, 1, 5, 6], 2) == [] and p.following(2) == []  # nothing recurs now: no copy
 
 
 def test_a_draft_is_likely_where_the_tokens_before_the_pending_one_end_in_a_recurring_ngram():
@@ -423,6 +440,79 @@ def test_growing_drafts_take_fewer_steps_and_decode_the_same_tokens():
     assert grown["draft_tokens"] > 6 * grown["steps"]  # some drafts were longer than 6
     assert grown["steps"] < fixed["steps"]
     assert (fixed["grow_drafts"], grown["grow_drafts"]) == (False, True)  # what /v1/status says
+
+
+def _gemma3_unwrapped():  # sliding windows longer than these tests' replies: they speculate
+    from tests.engine.hybrid_configs import CONFIGS
+    from tests.engine.tiny import TinyModel
+
+    from mlxctl.models.dummy import build_model
+
+    return TinyModel(model=build_model(dict(CONFIGS["gemma3_text"], sliding_window=128)), vocab_size=100)
+
+
+def _scripted_copy(monkeypatch, prompts: list[list[int]], replies: list[tuple[int, ...]], vocab: int) -> None:
+    """Prompt lookup replaced by drafts copied from the plain ``replies`` (a random model's
+    replies seldom repeat), every 23rd reply position drafted wrong, so chains form and break."""
+    def drafted(reply, start, stop):
+        return [(t + 1) % vocab if i % 23 == 22 else t for i, t in zip(range(start, stop), reply[start:stop])]
+
+    def propose(self, history, k):
+        reply = next(r for p, r in zip(prompts, replies) if history[:len(p)] == p)
+        start = len(history) - next(len(p) for p in prompts if history[:len(p)] == p)
+        self._script = (reply, start + k)
+        return drafted(reply, start, start + k)
+
+    def following(self, m):
+        reply, end = self._script
+        self._script = (reply, end + 1 + m)
+        return drafted(reply, end + 1, end + 1 + m)
+
+    monkeypatch.setattr("mlxctl.engine.speculative.NgramProposer.propose", propose)
+    monkeypatch.setattr("mlxctl.engine.speculative.NgramProposer.following", following)
+    monkeypatch.setattr("mlxctl.engine.speculative.NgramProposer.likely", lambda self, prompt, generated: True)
+
+
+@pytest.mark.parametrize("load", [tiny_loaded, _gemma3_unwrapped], ids=["llama", "gemma3"])
+def test_chained_checks_decode_the_same_tokens_and_leave_the_cache_as_plain_decoding_does(load, monkeypatch):
+    """A lone greedy request copying text queues its next check before reading this one; where
+    a check turns out not taken whole, the queued one is cut. Replies (ending at every point of
+    a chain: several lengths, a stop token) are token for token those of plain decoding and of
+    checks read one at a time, and so is a next turn that reuses the remembered prompt and
+    answer (a chain's queued positions are not remembered with it: a sliding-window model keeps
+    the state after the answer as a checkpoint)."""
+    prompts = [[1, 2, 3, 4, 1, 2, 3, 4, 1, 2], [5, 6, 7, 5, 6, 7, 5], [9, 9, 8, 9, 9, 8, 9, 9],
+               [3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5, 8, 9, 7, 9, 3, 2, 3, 8, 4, 6, 2, 6, 4, 3, 3, 8, 3, 2, 7, 9, 5, 3, 1, 4,
+                1, 5, 9]]
+    runs, follows, counts = {}, {}, {}
+    for name, config in (("off", EngineConfig()), ("one at a time", _chain(False)), ("chained", _chain(True))):
+        with Engine(load, config) as engine:
+            replies = []
+            for p in prompts:
+                whole = engine.submit(p, SamplingParams(temperature=0, max_tokens=60)).collect().token_ids
+                replies += [whole] + [engine.submit(p, params).collect().token_ids for params in (
+                    SamplingParams(temperature=0, max_tokens=23), SamplingParams(temperature=0, max_tokens=31),
+                    SamplingParams(temperature=0, max_tokens=60, stop_token_ids=(whole[25],)))]  # a stop mid-chain
+            # the next turns (logprobs: the tiny model's greedy tokens barely depend on its KV)
+            follows[name] = [engine.submit(p + list(r) + [7, 1, 2], SamplingParams(temperature=0, max_tokens=8,
+                                                                                   logprobs=True)).collect()
+                             for p, r in zip(prompts, replies[3::4])]
+            runs[name] = replies
+            if load is _gemma3_unwrapped and name == "off":  # its replies do not repeat: drafts from a script
+                _scripted_copy(monkeypatch, prompts, replies[::4], 100)
+            counts[name] = engine.stats()["speculative"].get("chained_checks")
+            assert sum(f.usage.cached_tokens for f in follows[name]) > 0
+    assert runs["chained"] == runs["one at a time"] == runs["off"]
+    assert any(len(r) < 60 for r in runs["off"][3::4])  # some stopped early
+    for name in ("one at a time", "chained"):
+        for a, b in zip(follows["off"], follows[name]):
+            assert_same(a, b)
+    assert counts["one at a time"] == {"queued": 0, "cut": 0}
+    assert counts["chained"]["queued"] > counts["chained"]["cut"] > 0, counts
+
+
+def _chain(on: bool) -> EngineConfig:
+    return dataclasses.replace(NGRAM, speculation=dataclasses.replace(NGRAM.speculation, chain=on))
 
 
 def test_a_request_may_ask_for_fewer_drafts_or_none():

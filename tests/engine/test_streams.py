@@ -8,7 +8,7 @@ import threading
 import pytest
 
 from mlxctl.engine.events import FinishEvent, FinishReason, Timings, TokenEvent, Usage
-from mlxctl.engine.streams import RequestStream, delivered_together
+from mlxctl.engine.streams import RequestStream, deliver_held, delivered_together
 
 
 def _finish() -> FinishEvent:
@@ -86,3 +86,36 @@ async def test_a_step_that_raises_still_delivers_what_it_put():
     await loop.run_in_executor(None, _on_thread(failing_step).join)
     got = await stream.collect_async()
     assert (got.text, got.finish_reason) == ("x", FinishReason.LENGTH)
+
+
+@pytest.mark.asyncio
+async def test_what_a_step_holds_so_far_can_be_handed_over_before_it_ends():
+    """A step that runs several passes (chained speculative checks) hands each pass's tokens
+    over as they come: ``deliver_held`` sends what is held now, in one callback, and the step's
+    end sends only what came after."""
+    loop = asyncio.get_running_loop()
+    callbacks = []
+    real = loop.call_soon_threadsafe
+    loop.call_soon_threadsafe = lambda *a: (callbacks.append(threading.current_thread().name), real(*a))[1]
+    stream = RequestStream("a", lambda _: None, loop)
+    counted = []
+
+    def engine_step():
+        with delivered_together():
+            stream.put(TokenEvent("x", (1,)))
+            stream.put(TokenEvent("y", (2,)))
+            deliver_held()
+            counted.append(callbacks.count("engine"))
+            deliver_held()  # nothing new held: no callback
+            counted.append(callbacks.count("engine"))
+            stream.put(TokenEvent("z", (3,)))
+            stream.put(_finish())
+        deliver_held()  # outside a step: nothing is held, nothing happens
+
+    try:
+        await loop.run_in_executor(None, _on_thread(engine_step).join)
+        got = await stream.collect_async()
+    finally:
+        del loop.call_soon_threadsafe
+    assert counted == [1, 1] and callbacks.count("engine") == 2
+    assert (got.text, got.token_ids) == ("xyz", (1, 2, 3))
