@@ -49,10 +49,7 @@ class _Lockstep(Engine):
     def __init__(self, load: Callable[[], Any], config: EngineConfig, group: Any):
         # No prefill pacing: it sizes steps from each rank's own clock, so the ranks' plans
         # would part (scheduler.PrefillPace); every rank plans by the token budget alone.
-        # Nor checks chained while rank 0's inbox is empty (engine/speculative_step.py: a chain
-        # stops for news that only rank 0 sees): every rank's step checks one draft.
-        config = dataclasses.replace(config, scheduler=dataclasses.replace(config.scheduler, prefill_step_ms=0),
-                                     speculation=dataclasses.replace(config.speculation, chain=False))
+        config = dataclasses.replace(config, scheduler=dataclasses.replace(config.scheduler, prefill_step_ms=0))
         super().__init__(load, config)
         self.channel = Channel(group)
         self.ranks = group.size()
