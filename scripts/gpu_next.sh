@@ -86,12 +86,12 @@ case ${PART:-19} in
     > "$OUT/spec_t1.json" 2> "$OUT/spec_t1.log" ;;
 19b)
   S=/tmp/smollm2; mkdir -p "$S" && cp .gpu-home/models/smollm2-135m/* "$S"/ && cat /tmp/w1 .gpu-w2/part > "$S/model.safetensors"
-  timeout 200 $PY scripts/spec_breakdown.py --model "$S" --reps 3 > "$OUT/breakdown_edit.json" 2> "$OUT/breakdown_edit.log"
-  # checks chained (as shipped since this session) against each read before the next is queued
-  timeout 240 $PY scripts/bench_speculative.py --model "$S" --reps 3 --draft 8,16 --unchained --json \
+  # checks chained (as shipped since 2026-12-07) against each read before the next is queued
+  timeout 150 $PY scripts/bench_speculative.py --model "$S" --reps 3 --draft 8 --unchained --json \
     > "$OUT/chain_edit.json" 2> "$OUT/chain_edit.log"
-  timeout 120 $PY scripts/bench_speculative.py --model "$S" --reps 3 --draft 8 --unchained \
-    --transcript docs/workloads/agent_transcript.json --json > "$OUT/chain_transcript.json" 2> "$OUT/chain_transcript.log" ;;
+  timeout 100 $PY scripts/bench_speculative.py --model "$S" --reps 3 --draft 8 --unchained \
+    --transcript docs/workloads/agent_transcript.json --json > "$OUT/chain_transcript.json" 2> "$OUT/chain_transcript.log"
+  timeout 170 $PY scripts/spec_breakdown.py --model "$S" --reps 2 > "$OUT/breakdown_edit.json" 2> "$OUT/breakdown_edit.log" ;;
 19s)
   S=/tmp/smollm2; mkdir -p "$S" && cp .gpu-home/models/smollm2-135m/* "$S"/ && cat /tmp/w1 .gpu-w2/part > "$S/model.safetensors"
   timeout 300 $PY scripts/bench_speculative.py --model "$S" --reps 3 --draft 8,16 --grow --json \
