@@ -16,8 +16,8 @@ Every shape is run once before it is measured (first runs compile kernels).
 ``--variant`` adds an engine with other settings on the same loaded model, measured in the same
 interleaved rounds (keys: prefill_chunk, max_prefilling, prefill_step_ms, pool_cap_bytes, speculative,
 num_draft_tokens, max_rows (the largest batch that speculates), grow (1: ngram drafts grow),
-kv_bits), so an engine setting is compared side by side, e.g. ``--variant
-clear-always:pool_cap_bytes=0``. Two keys change the load instead (at concurrency C):
+chain (0: each speculative check read before the next is queued), kv_bits), so an engine
+setting is compared side by side, e.g. ``--variant clear-always:pool_cap_bytes=0``. Two keys change the load instead (at concurrency C):
 ``arrival_ms=T`` submits the C requests spread evenly over T ms, as a burst reaches a server
 one by one; ``gil_busy_pct=P`` runs a thread of pure Python holding the GIL P% of the time
 (1 ms bursts) while the batch runs, as a server's event loop does.
@@ -252,12 +252,12 @@ def engine_configs(args, sizes: list[int]) -> dict:
                 engine["kv"] = KVQuant(int(value), 64)
             elif key in ("arrival_ms", "gil_busy_pct"):
                 LOADS.setdefault(f"engine[{name}]", {})[key] = int(value)
-            elif key in ("speculative", "num_draft_tokens", "max_rows", "grow"):
+            elif key in ("speculative", "num_draft_tokens", "max_rows", "grow", "chain"):
                 speculation["mode" if key == "speculative" else key] = value if key == "speculative" else \
-                    bool(int(value)) if key == "grow" else int(value)
+                    bool(int(value)) if key in ("grow", "chain") else int(value)
             else:
                 raise SystemExit(f"--variant {spec}: unknown setting {key!r} (prefill_chunk, max_prefilling, "
-                                 "prefill_step_ms, pool_cap_bytes, speculative, num_draft_tokens, max_rows, grow, "
+                                 "prefill_step_ms, pool_cap_bytes, speculative, num_draft_tokens, max_rows, grow, chain, "
                                  "kv_bits, prefix_cache, min_reuse_tokens, align_tokens, arrival_ms, gil_busy_pct)")
         configs[f"engine[{name}]"] = dataclasses.replace(
             base, scheduler=dataclasses.replace(base.scheduler, **scheduler),

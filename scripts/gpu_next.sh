@@ -34,7 +34,8 @@
 #   PART=19b: where the edit-like reply's tokens come from on the GPU (scripts/spec_breakdown.py: off, as
 #            shipped, and speculating whenever a draft is likely; carry .gpu-w2, /tmp/w1 as for PART=19s),
 #            then chained checks against unchained ones (bench_speculative.py --unchained), edit-like
-#            and the agent transcript.
+#            and the agent transcript. PART=19c: chained checks with no weights to carry (the 1B shape at
+#            one stream; bench_chain.py's tiny llamas).
 #            On the CPU the text allows 1.85x off at the H100's check cost; the H100 made 1.36x.
 #   PART=20: issue 20: --kv-bits 8 and 4 against 16-bit KV at 16 and 64 streams (8B 4-bit), one
 #            setting a process (all in one ran out of memory at 64 streams on an H100, 2026-12-06).
@@ -92,6 +93,14 @@ case ${PART:-19} in
   timeout 100 $PY scripts/bench_speculative.py --model "$S" --reps 3 --draft 8 --unchained \
     --transcript docs/workloads/agent_transcript.json --json > "$OUT/chain_transcript.json" 2> "$OUT/chain_transcript.log"
   timeout 170 $PY scripts/spec_breakdown.py --model "$S" --reps 2 > "$OUT/breakdown_edit.json" 2> "$OUT/breakdown_edit.log" ;;
+19c)  # chained checks (2026-12-07) on the GPU with nothing to carry but the wheel: the 1B shape at one
+  # stream (its random weights loop, so drafts are taken whole: chains) and tiny llamas (bench_chain.py:
+  # 2 layers; 30 layers of width 576, SmolLM2's depth and width)
+  timeout 200 $PY scripts/bench_engine.py --model "$M" --dtype native --prompt-tokens 512 --max-tokens 256 \
+    --concurrency 1 --reps 3 --variant spec:speculative=ngram --variant unchained:speculative=ngram,chain=0 \
+    --json > "$OUT/chain_1b.json" 2> "$OUT/chain_1b.log"
+  timeout 90 $PY scripts/bench_chain.py --reps 5 > "$OUT/chain_tiny.txt" 2>&1
+  timeout 120 $PY scripts/bench_chain.py --reps 5 --layers 30 --hidden 576 > "$OUT/chain_deep.txt" 2>&1 ;;
 19s)
   S=/tmp/smollm2; mkdir -p "$S" && cp .gpu-home/models/smollm2-135m/* "$S"/ && cat /tmp/w1 .gpu-w2/part > "$S/model.safetensors"
   timeout 300 $PY scripts/bench_speculative.py --model "$S" --reps 3 --draft 8,16 --grow --json \

@@ -251,20 +251,46 @@ def accept(sampler: Any, logits: Any, drafts: list[int], masks: Any = None) -> t
     ``masks`` allows (a grammar's, (d+1, V) bool; None: all). Returns the tokens to emit (the
     accepted drafts and the token sampled after them) and each one's logprob data (None
     without logprobs)."""
+    return settle(sampler, draw(sampler, logits, masks), drafts)
+
+
+@dataclass
+class Drawn:
+    """A check's positions sampled, not yet read: each position's token (``tokens``, (d+1,)),
+    and for a sampler with state or logprobs each draw's output and the sampler's state after
+    it (None for a bare argmax)."""
+
+    tokens: Any
+    outs: list[Any] | None = None
+    states: list[tuple] | None = None
+
+
+def draw(sampler: Any, logits: Any, masks: Any = None) -> Drawn:
+    """Sample every position of (d+1, V) ``logits`` in order, lazily (the sampler's state moves
+    on past all of them until :func:`settle`)."""
     import mlx.core as mx
 
     if sampler.is_plain_greedy and masks is None:
-        chosen = mx.argmax(logits, axis=-1).tolist()
-        return _accepted(chosen, drafts), [None] * (len(drafts) + 1)
+        return Drawn(mx.argmax(logits, axis=-1))
     outs, states = [], []
-    for j in range(len(drafts) + 1):
+    for j in range(logits.shape[0]):
         outs.append(sampler.sample(logits[j], None if masks is None else masks[j]))
         states.append(sampler.snapshot())
-    mx.eval([o.token for o in outs], [o.logprobs.arrays() for o in outs if o.logprobs is not None],
-            [a for a in states[-1] if a is not None])
-    tokens = _accepted([int(o.token.item()) for o in outs], drafts)
-    sampler.restore(states[len(tokens) - 1])  # as if only the emitted positions were drawn
-    return tokens, [o.logprobs for o in outs[:len(tokens)]]
+    return Drawn(mx.stack([o.token for o in outs]), outs, states)
+
+
+def settle(sampler: Any, drawn: Drawn, drafts: list[int]) -> tuple[list[int], list[Any]]:
+    """Read a :func:`draw`: the accepted drafts and the token sampled after them, with their
+    logprob data; the sampler's state goes back to the emitted positions."""
+    import mlx.core as mx
+
+    if drawn.outs is None:
+        return _accepted(drawn.tokens.tolist(), drafts), [None] * (len(drafts) + 1)
+    mx.eval(drawn.tokens, [o.logprobs.arrays() for o in drawn.outs if o.logprobs is not None],
+            [a for a in drawn.states[-1] if a is not None])
+    tokens = _accepted(drawn.tokens.tolist(), drafts)
+    sampler.restore(drawn.states[len(tokens) - 1])  # as if only the emitted positions were drawn
+    return tokens, [o.logprobs for o in drawn.outs[:len(tokens)]]
 
 
 def accept_rows(samplers: list[Any], logits: Any, drafts: list[list[int]],

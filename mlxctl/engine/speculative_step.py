@@ -218,9 +218,9 @@ def speculate(engine: Any) -> bool:
 
 def _chains(engine: Any, batch: Any, req: Any, draft: list[int]) -> bool:
     """Whether this check may be followed by the next before it is read (:func:`_chain`): a
-    lone plain greedy request without a grammar, drafting by prompt lookup."""
+    lone request without a grammar, drafting by prompt lookup."""
     return bool(draft) and engine.config.speculation.chain and not batch.batched and len(batch) == 1 \
-        and req.constraint is None and req.sampler.is_plain_greedy and hasattr(req.proposer, "following")
+        and req.constraint is None and hasattr(req.proposer, "following")
 
 
 def _chain(engine: Any, batch: Any, req: Any, pending: tuple[int, Any], draft: list[int], ceiling: int,
@@ -229,25 +229,26 @@ def _chain(engine: Any, batch: Any, req: Any, pending: tuple[int, Any], draft: l
     needs the tokens before it, so a check cannot overlap the host's work with the device's as
     plain steps do; but where a request copies a long stretch, drafts are taken whole one after
     another, and the next draft is then known before the check is read: what the copy goes on
-    with (``NgramProposer.following``), after the token the model gives last, fed from the device
-    unread. So while drafts keep being taken whole (from the second in a row: the request's
-    ``streak``) the next check is queued before this one is read, and the host reads, cuts and
-    emits while the device checks. Where this check turns out not taken whole, the next one's
-    positions are cut unread. The chain stops where a request waits to join, where it is not
-    taken whole, at the request's end, or after ``MAX_CHAIN`` checks; each check's tokens are
-    delivered as they come."""
+    with (``NgramProposer.following``), after the token the check samples last, fed from the
+    device unread. So while drafts keep being taken whole (from the second in a row: the
+    request's ``streak``) the next check is queued, its positions sampled, before this one is
+    read, and the host reads, cuts and emits while the device checks. Where this check turns out
+    not taken whole, the next one's positions are cut unread and its draws forgotten (the
+    sampler goes back to this check's emitted positions, as for any check). The chain stops
+    where work waits to join, where a check is not taken whole, at the request's end, or after
+    ``MAX_CHAIN`` checks; each check's tokens are delivered as they come."""
     import mlx.core as mx
 
-    from mlxctl.engine.speculative import _accepted
+    from mlxctl.engine.speculative import draw, settle
     from mlxctl.engine.streams import deliver_held
 
-    chosen = mx.argmax(logits[0], axis=-1)
-    mx.async_eval(chosen)
+    drawn = draw(req.sampler, logits[0])
+    mx.async_eval(drawn.tokens)
     for n in range(MAX_CHAIN):
         width = len(draft)
-        nxt = _next_check(engine, batch, req, chosen, width, ceiling) \
+        nxt = _next_check(engine, batch, req, drawn.tokens, width, ceiling) \
             if n + 1 < MAX_CHAIN and req.speculation.streak else None
-        tokens = _accepted(chosen.tolist(), draft)
+        tokens, samples = settle(req.sampler, drawn, draft)
         if nxt is not None and len(tokens) < width + 1:  # not taken whole: the next check was checking a guess
             trim(batch.caches, len(nxt[0]) + 1)
             engine.spec_chained["cut"] += 1
@@ -255,25 +256,29 @@ def _chain(engine: Any, batch: Any, req: Any, pending: tuple[int, Any], draft: l
         _cut(batch, [len(tokens)], width + 1)
         req.speculation.add(width, len(tokens) - 1, req.num_generated, ceiling)
         engine.speculation.add(width, len(tokens) - 1)
-        alive = _emit_row(engine, req, 0, [pending, *((t, None) for t in tokens[:-1])],
+        alive = _emit_row(engine, req, 0, [pending, *zip(tokens[:-1], samples[:-1])],
                           after=0 if nxt is None else len(nxt[0]) + 1)
         deliver_held()
-        pending = (tokens[-1], None)
+        pending = (tokens[-1], samples[len(tokens) - 1])
         if not alive:
             batch.keep([])
             return
         if nxt is None:
             break
-        draft, chosen = nxt
-    batch.tokens, batch.samples = _as_tokens([pending[0]]), [None]
+        draft, drawn = nxt
+        if drawn.states:  # the sampler goes on from past the next check's draws
+            req.sampler.restore(drawn.states[-1])
+    batch.tokens, batch.samples = _as_tokens([pending[0]]), [pending[1]]
     batch.keep([0])
 
 
-def _next_check(engine: Any, batch: Any, req: Any, chosen: Any, width: int, ceiling: int) -> tuple[list[int], Any] | None:
-    """The check after one of ``width`` draft tokens whose greedy tokens are ``chosen``
-    (unread), queued as if that draft is taken whole: its draft and its greedy tokens (unread),
-    or None where there is nothing to check or no room."""
+def _next_check(engine: Any, batch: Any, req: Any, sampled: Any, width: int, ceiling: int) -> tuple[list[int], Any] | None:
+    """The check after one of ``width`` draft tokens whose positions sampled ``sampled``
+    (unread), queued as if that draft is taken whole, its positions sampled: its draft and its
+    :class:`~mlxctl.engine.speculative.Drawn`, or None where there is nothing to check or no room."""
     import mlx.core as mx
+
+    from mlxctl.engine.speculative import draw
 
     if engine.news() or req.aborted:
         return None
@@ -285,11 +290,11 @@ def _next_check(engine: Any, batch: Any, req: Any, chosen: Any, width: int, ceil
     draft = req.proposer.following(m)
     if not draft or not _can_roll_back(batch.caches, len(draft) + 1):
         return None
-    row = mx.concatenate([chosen[-1:], mx.array(draft, dtype=chosen.dtype)])
-    nxt = mx.argmax(engine.runner.verify(batch, row[None])[0], axis=-1)
-    mx.async_eval(nxt)
+    row = mx.concatenate([sampled[-1:], mx.array(draft, dtype=sampled.dtype)])
+    drawn = draw(req.sampler, engine.runner.verify(batch, row[None])[0])
+    mx.async_eval(drawn.tokens)
     engine.spec_chained["queued"] += 1
-    return draft, nxt
+    return draft, drawn
 
 
 def _emit_row(engine: Any, req: Any, row: int, emitted: list, after: int = 0) -> bool:
