@@ -169,7 +169,7 @@ case ${PART:-19} in
 18r)  # ragged prompt groups aligned (915a0f1), and a larger pool cap, against the shipped build
   R=(scripts/engine_rounds.py --model "$M" --dtype native --prompt-tokens 542 --shared-prefix 27 --max-tokens 128
      --concurrency 64 --rounds 8)
-  for i in 1 2; do
+  for i in $(seq "${REPS:-2}"); do
     for v in shipped:"" ragged:"--align-tokens 0" cap40:"--pool-cap-mib 40960" \
         limit14:"--clear-every 1000000 --pool-cap-mib 1000000 --cache-limit-mib 14336"; do
       MLXCTL_STEP_TRACE=$OUT/trace_${v%%:*}$i.jsonl timeout 70 $PY "${R[@]}" ${v#*:} >> "$OUT/rounds.jsonl" 2>> "$OUT/rounds.log"
