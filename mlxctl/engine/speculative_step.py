@@ -216,11 +216,17 @@ def speculate(engine: Any) -> bool:
     return True
 
 
+CHAINABLE = {"KVCache", "QuantizedKV", "RotatingKVCache"}  # cache layers whose forward changes nothing a cut cannot undo
+
+
 def _chains(engine: Any, batch: Any, req: Any, draft: list[int]) -> bool:
     """Whether this check may be followed by the next before it is read (:func:`_chain`): a
-    lone request without a grammar, drafting by prompt lookup."""
+    lone request without a grammar, drafting by prompt lookup, on cache layers that a pass only
+    appends to (``CHAINABLE``: a chunked-attention cache, llama4's, drops its front at the start
+    of a pass by the offset it sees, which a queued check would make too large)."""
     return bool(draft) and engine.config.speculation.chain and not batch.batched and len(batch) == 1 \
-        and req.constraint is None and hasattr(req.proposer, "following")
+        and req.constraint is None and hasattr(req.proposer, "following") \
+        and all(type(c).__name__ in CHAINABLE for c in batch.caches)
 
 
 def _chain(engine: Any, batch: Any, req: Any, pending: tuple[int, Any], draft: list[int], ceiling: int,
@@ -437,12 +443,12 @@ def _batched_rollbackable(caches: list[Any], replay: bool) -> bool:
 
 def _can_roll_back(cache: list[Any], n: int, replay: bool = False) -> bool:
     """Whether ``n`` tokens written to a lone request's ``cache`` can all be cut again (a
-    sliding window cuts nothing once it has wrapped; with ``replay``, recurrent layers go back
-    by :func:`_replay`)."""
+    sliding window cuts nothing once it is full: mlx-lm trims a ``RotatingKVCache`` only while
+    its offset is below its size; with ``replay``, recurrent layers go back by :func:`_replay`)."""
     from mlx_lm.models.cache import ArraysCache, RotatingKVCache
 
     return all((c.is_trimmable() or (replay and type(c) is ArraysCache))
-               and (type(c) is not RotatingKVCache or c.offset + n <= c.max_size) for c in cache)
+               and (type(c) is not RotatingKVCache or c.offset + n < c.max_size) for c in cache)
 
 
 def trim(cache: list[Any], n: int) -> bool:

@@ -520,6 +520,64 @@ def test_chained_checks_decode_the_same_tokens_and_leave_the_cache_as_plain_deco
     assert counts["chained"]["queued"] > counts["chained"]["cut"] > 0, counts
 
 
+def _scripted_against_plain(monkeypatch, load, vocab: int, prompts: list[list[int]], max_tokens: int) -> dict:
+    """Each engine's replies (greedy, logprobs) and speculation stats: without speculation, checks
+    read one at a time and chained, with drafts scripted from the plain replies."""
+    params = SamplingParams(temperature=0, max_tokens=max_tokens, logprobs=True)
+    runs = {}
+    for name, config in (("off", EngineConfig()), ("one at a time", _chain(False)), ("chained", _chain(True))):
+        with Engine(load, config) as engine:
+            runs[name] = ([engine.submit(p, params).collect() for p in prompts], engine.stats()["speculative"])
+        if name == "off":
+            _scripted_copy(monkeypatch, prompts, [r.token_ids for r in runs[name][0]], vocab)
+    for name in ("one at a time", "chained"):
+        for a, b in zip(runs["off"][0], runs[name][0]):
+            assert_same(a, b)
+    return {name: stats for name, (_, stats) in runs.items()}
+
+
+@pytest.mark.parametrize("window", [35, 38, 42, 45, 57])
+def test_a_sliding_window_is_never_written_full_by_a_check(window, monkeypatch):
+    """mlx-lm cuts a ``RotatingKVCache`` only while its offset is below its size: a check that
+    would fill the window exactly could not be cut (nor could any layer), so it does not run,
+    chained or not. Windows around where these replies' checks end."""
+    from tests.engine.hybrid_configs import CONFIGS
+    from tests.engine.tiny import TinyModel
+
+    from mlxctl.models.dummy import build_model
+
+    def load():
+        return TinyModel(model=build_model(dict(CONFIGS["gemma3_text"], sliding_window=window)), vocab_size=100)
+
+    stats = _scripted_against_plain(monkeypatch, load, 100, [[1, 2, 3, 4, 1, 2, 3, 4, 1, 2], [5, 6, 7, 5, 6, 7, 5]], 60)
+    assert stats["one at a time"]["accepted_tokens"] > 0 and stats["chained"]["chained_checks"]["queued"] > 0
+
+
+def test_a_chunked_attention_cache_does_not_chain_checks(monkeypatch):
+    """llama4's chunked-attention cache drops its front at the start of each pass by the offset
+    it sees; a check queued before the one before it is cut would drop keys still needed. Such
+    a model checks drafts one at a time."""
+    import mlx.core as mx
+    from tests.engine.tiny import TinyModel
+
+    from mlxctl.models.dummy import build_model
+
+    config = dict(model_type="llama4", text_config=dict(
+        model_type="llama4_text", attention_bias=False, attention_chunk_size=12, head_dim=16, hidden_size=64,
+        interleave_moe_layer_step=2, intermediate_size=64, intermediate_size_mlp=128, max_position_embeddings=512,
+        num_attention_heads=4, num_experts_per_tok=1, num_hidden_layers=4, num_key_value_heads=2, num_local_experts=2,
+        rms_norm_eps=1e-5, rope_scaling=None, rope_theta=10000.0, use_qk_norm=True, vocab_size=64,
+        no_rope_layers=[1, 1, 1, 0]))
+
+    def load():
+        mx.random.seed(0)
+        return TinyModel(model=build_model(config), vocab_size=64)
+
+    prompts = [[1, 2, 3, 4, 1, 2, 3, 4, 1, 2], [5, 6, 7, 5, 6, 7, 5], [9, 9, 8, 9, 9, 8, 9, 9]]
+    stats = _scripted_against_plain(monkeypatch, load, 64, prompts, 80)
+    assert stats["chained"]["accepted_tokens"] > 0 and stats["chained"]["chained_checks"] == {"queued": 0, "cut": 0}
+
+
 def _chain(on: bool) -> EngineConfig:
     return dataclasses.replace(NGRAM, speculation=dataclasses.replace(NGRAM.speculation, chain=on))
 
