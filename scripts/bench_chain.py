@@ -6,8 +6,9 @@ A tiny random-weight llama (tests/engine/tiny.py: vocabulary 64) falls into a lo
 lookup copies whole, so nearly every check is taken whole and chains. With few layers a pass
 costs the host more than the arithmetic, as a small model's does on a GPU: the case chaining
 is for. Three engines on one loaded model, interleaved A B C per round after a warm-up reply:
-without speculation, ``ngram`` as shipped (checks chained), and ``ngram`` with each check read
-before the next is queued (``SpeculationConfig.chain`` off). Prints decode tok/s per round,
+without speculation, ``ngram`` with checks chained (``SpeculationConfig.chain`` on: the default
+on a GPU), and ``ngram`` with each check read before the next is queued (``chain`` off: the
+default on the CPU backend). Prints decode tok/s per round,
 the chain counters, and whether each reply equals the one without speculation.
 """
 
@@ -38,7 +39,7 @@ def main() -> int:
 
     loaded = TinyModel(model=tiny_llama(layers=args.layers, hidden=args.hidden))
     prompt = [1, 2, 3, 4, 1, 2, 3, 4, 1, 2]
-    configs = {"off": SpeculationConfig(), "chained": SpeculationConfig("ngram", args.draft),
+    configs = {"off": SpeculationConfig(), "chained": SpeculationConfig("ngram", args.draft, chain=True),
                "unchained": SpeculationConfig("ngram", args.draft, chain=False)}
     engines = {name: Engine(lambda: loaded, EngineConfig(speculation=c)).start() for name, c in configs.items()}
     params = SamplingParams(temperature=0, max_tokens=args.max_tokens)

@@ -1,7 +1,7 @@
 """Speculative decoding against plain decoding, one request, in one process (issue 19).
 
   python scripts/bench_speculative.py [--model REF] [--dtype auto] [--code-tokens 200]
-         [--max-tokens 200] [--reps 3] [--draft 8[,4,...]] [--grow] [--unchained]
+         [--max-tokens 200] [--reps 3] [--draft 8[,4,...]] [--grow] [--chain-ab]
          [--draft-model REF [--draft-dtype native]]
          [--batch N] [--transcript docs/workloads/agent_transcript.json] [--json]
 
@@ -40,9 +40,9 @@ def parse() -> argparse.Namespace:
     p.add_argument("--draft", default="8", help="comma-separated --num-draft-tokens values")
     p.add_argument("--grow", action="store_true",
                    help="also ngram with growing drafts (a draft taken whole doubles the next) at each --draft size")
-    p.add_argument("--unchained", action="store_true",
-                   help="also ngram with each check read before the next is queued (SpeculationConfig.chain off), "
-                        "at each --draft size")
+    p.add_argument("--chain-ab", action="store_true",
+                   help="also ngram with checks chained and with each check read before the next is queued "
+                        "(SpeculationConfig.chain on and off; by default it is on only on a GPU), at each --draft size")
     p.add_argument("--draft-model", default=None, help="also --speculative draft with this model, at each --draft size")
     p.add_argument("--draft-dtype", default="auto")
     p.add_argument("--batch", type=int, default=1,
@@ -101,8 +101,10 @@ def main() -> int:
     configs.update({f"ngram{k}": SpeculationConfig("ngram", int(k)) for k in args.draft.split(",")})
     if args.grow:
         configs.update({f"ngram{k}+": SpeculationConfig("ngram", int(k), grow=True) for k in args.draft.split(",")})
-    if args.unchained:
-        configs.update({f"ngram{k}-": SpeculationConfig("ngram", int(k), chain=False) for k in args.draft.split(",")})
+    if args.chain_ab:
+        for k in args.draft.split(","):
+            configs.update({f"ngram{k}c": SpeculationConfig("ngram", int(k), chain=True),
+                            f"ngram{k}-": SpeculationConfig("ngram", int(k), chain=False)})
     if args.draft_model:
         configs.update({f"draft{k}": SpeculationConfig("draft", int(k), args.draft_model, args.draft_dtype)
                         for k in args.draft.split(",")})

@@ -88,16 +88,16 @@ case ${PART:-19} in
 19b)
   S=/tmp/smollm2; mkdir -p "$S" && cp .gpu-home/models/smollm2-135m/* "$S"/ && cat /tmp/w1 .gpu-w2/part > "$S/model.safetensors"
   # checks chained (as shipped since 2026-12-07) against each read before the next is queued
-  timeout 150 $PY scripts/bench_speculative.py --model "$S" --reps 3 --draft 8 --unchained --json \
+  timeout 150 $PY scripts/bench_speculative.py --model "$S" --reps 3 --draft 8 --chain-ab --json \
     > "$OUT/chain_edit.json" 2> "$OUT/chain_edit.log"
-  timeout 100 $PY scripts/bench_speculative.py --model "$S" --reps 3 --draft 8 --unchained \
+  timeout 100 $PY scripts/bench_speculative.py --model "$S" --reps 3 --draft 8 --chain-ab \
     --transcript docs/workloads/agent_transcript.json --json > "$OUT/chain_transcript.json" 2> "$OUT/chain_transcript.log"
   timeout 170 $PY scripts/spec_breakdown.py --model "$S" --reps 2 > "$OUT/breakdown_edit.json" 2> "$OUT/breakdown_edit.log" ;;
 19c)  # chained checks (2026-12-07) on the GPU with nothing to carry but the wheel: the 1B shape at one
   # stream (its random weights loop, so drafts are taken whole: chains) and tiny llamas (bench_chain.py:
   # 2 layers; 30 layers of width 576, SmolLM2's depth and width)
   timeout 200 $PY scripts/bench_engine.py --model "$M" --dtype native --prompt-tokens 512 --max-tokens 256 \
-    --concurrency 1 --reps 3 --variant spec:speculative=ngram --variant unchained:speculative=ngram,chain=0 \
+    --concurrency 1 --reps 3 --variant spec:speculative=ngram,chain=1 --variant unchained:speculative=ngram,chain=0 \
     --json > "$OUT/chain_1b.json" 2> "$OUT/chain_1b.log"
   timeout 90 $PY scripts/bench_chain.py --reps 5 > "$OUT/chain_tiny.txt" 2>&1
   timeout 120 $PY scripts/bench_chain.py --reps 5 --layers 30 --hidden 576 > "$OUT/chain_deep.txt" 2>&1 ;;

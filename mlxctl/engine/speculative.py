@@ -48,7 +48,8 @@ class SpeculationConfig:
     measured: bool = True  # False: speculate whenever eligible, without the policy's measurements (tests)
     mixer_replay: bool = True  # recurrent models: undo a rejected draft by their mixers alone (False: the whole model)
     grow: bool = False  # ngram: a draft taken whole doubles the next one, up to grow_ceiling (see SpeculationStats)
-    chain: bool = True  # ngram, a lone request: queue the next check before this one is read (speculative_step)
+    chain: bool | None = None  # ngram, a lone request: queue the next check before this one is read
+    # (speculative_step._chain); None: where MLX runs on a GPU, not on its CPU backend (speculative_step.setup)
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:

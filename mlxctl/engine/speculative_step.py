@@ -52,6 +52,7 @@ def setup(engine: Any) -> None:
     engine.speculates = spec.enabled and _rollbackable(engine)
     engine.mixer_tap, engine.spec_mixer_replays = None, 0
     engine.spec_chained = {"queued": 0, "cut": 0}  # checks queued before the one before was read (_chain)
+    engine.spec_chain = chains_by_default() if spec.chain is None else spec.chain
     if engine.speculates and engine.spec_replay and spec.mixer_replay:
         from mlxctl.engine.mixer_replay import MixerTap
 
@@ -83,6 +84,7 @@ def status(engine: Any) -> dict:
     if spec.enabled:
         out["num_draft_tokens"] = spec.num_draft_tokens
         out["grow_drafts"] = bool(engine.spec_grow)
+        out["chain_checks"] = engine.spec_chain
         out["chained_checks"] = dict(engine.spec_chained)
         out.update(engine.speculation.as_dict())
         out["tokens_per_s"] = engine.spec_policy.snapshot()
@@ -122,6 +124,17 @@ def _rollbackable(engine: Any) -> bool:
         return True
     log.warning("speculative decoding is off: this model's caches cannot roll back a rejected draft")
     return False
+
+
+def chains_by_default() -> bool:
+    """Whether checks chain (:func:`_chain`) unless told: where MLX runs on a GPU, whose checks
+    of a small model are bound by the host's work, which a chain overlaps with the device's. Not
+    on the CPU backend, where a check is bound by its arithmetic, so there is little to overlap
+    and a chained check cut unread costs its whole arithmetic (the real SmolLM2 made 0.93-1.01x
+    chained: docs/benchmarks.md)."""
+    import mlx.core as mx
+
+    return mx.default_device() != mx.cpu
 
 
 def max_rows() -> int:
@@ -224,7 +237,7 @@ def _chains(engine: Any, batch: Any, req: Any, draft: list[int]) -> bool:
     lone request without a grammar, drafting by prompt lookup, on cache layers that a pass only
     appends to (``CHAINABLE``: a chunked-attention cache, llama4's, drops its front at the start
     of a pass by the offset it sees, which a queued check would make too large)."""
-    return bool(draft) and engine.config.speculation.chain and not batch.batched and len(batch) == 1 \
+    return bool(draft) and engine.spec_chain and not batch.batched and len(batch) == 1 \
         and req.constraint is None and hasattr(req.proposer, "following") \
         and all(type(c).__name__ in CHAINABLE for c in batch.caches)
 

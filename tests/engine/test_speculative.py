@@ -345,12 +345,18 @@ def test_rows_that_kept_less_are_rolled_right_under_more_left_padding():
     assert cache._idx == 5 and cache.left_padding.tolist() == [1, 3] and batch.left == [1, 3]
 
 
-def test_on_the_cpu_only_a_lone_request_speculates_by_default():
+def test_on_the_cpu_only_a_lone_request_speculates_by_default_and_checks_do_not_chain():
     from mlxctl.engine.speculative_step import MAX_ROWS, max_rows
 
-    assert max_rows() == (1 if mx.default_device() == mx.cpu else MAX_ROWS)
-    with Engine(lambda: tiny_loaded(), EngineConfig(speculation=SpeculationConfig("ngram"))) as engine:
-        assert engine.spec_rows == max_rows()
+    on_cpu = mx.default_device() == mx.cpu
+    assert max_rows() == (1 if on_cpu else MAX_ROWS)
+    prompt, params = [1, 2, 3, 4, 1, 2, 3, 4, 1, 2], SamplingParams(temperature=0, max_tokens=60)
+    for chain, chains in ((None, not on_cpu), (True, True), (False, False)):
+        with Engine(lambda: tiny_loaded(), EngineConfig(speculation=SpeculationConfig("ngram", chain=chain))) as engine:
+            assert engine.spec_rows == max_rows()
+            engine.submit(prompt, params).collect()  # its reply loops: drafts taken whole, chains where allowed
+            stats = engine.stats()["speculative"]
+            assert stats["chain_checks"] is chains and (stats["chained_checks"]["queued"] > 0) is chains
 
 
 def test_the_policy_speculates_where_it_pays_and_rechecks():
