@@ -23,12 +23,14 @@ for its tokens before the next is queued (the draft depends on them).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import os
+from dataclasses import dataclass, field
 from typing import Any
 
 from mlxctl.errors import BadInputError
 
 MODES = ("off", "ngram", "draft")
+CHAIN_ENV = "MLXCTL_CHAIN_CHECKS"  # 1: chained checks (SpeculationConfig.chain) unless told otherwise
 DEFAULT_DRAFT_TOKENS = 8
 MAX_DRAFT_TOKENS = 64
 NGRAM_MAX = 4  # the longest suffix looked up first
@@ -48,8 +50,10 @@ class SpeculationConfig:
     measured: bool = True  # False: speculate whenever eligible, without the policy's measurements (tests)
     mixer_replay: bool = True  # recurrent models: undo a rejected draft by their mixers alone (False: the whole model)
     grow: bool = False  # ngram: a draft taken whole doubles the next one, up to grow_ceiling (see SpeculationStats)
-    chain: bool | None = None  # ngram, a lone request: queue the next check before this one is read
-    # (speculative_step._chain); None: where MLX runs on a GPU, not on its CPU backend (speculative_step.setup)
+    # ngram, a lone request: queue the next check before this one is read (speculative_step._chain).
+    # Experimental, off unless MLXCTL_CHAIN_CHECKS=1: on an H100 a 30-layer model made 0.83x with it
+    # (docs/benchmarks.md)
+    chain: bool = field(default_factory=lambda: os.environ.get(CHAIN_ENV) == "1")
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:

@@ -52,7 +52,7 @@ def setup(engine: Any) -> None:
     engine.speculates = spec.enabled and _rollbackable(engine)
     engine.mixer_tap, engine.spec_mixer_replays = None, 0
     engine.spec_chained = {"queued": 0, "cut": 0}  # checks queued before the one before was read (_chain)
-    engine.spec_chain = chains_by_default() if spec.chain is None else spec.chain
+    engine.spec_chain = spec.chain
     if engine.speculates and engine.spec_replay and spec.mixer_replay:
         from mlxctl.engine.mixer_replay import MixerTap
 
@@ -124,17 +124,6 @@ def _rollbackable(engine: Any) -> bool:
         return True
     log.warning("speculative decoding is off: this model's caches cannot roll back a rejected draft")
     return False
-
-
-def chains_by_default() -> bool:
-    """Whether checks chain (:func:`_chain`) unless told: where MLX runs on a GPU, whose checks
-    of a small model are bound by the host's work, which a chain overlaps with the device's. Not
-    on the CPU backend, where a check is bound by its arithmetic, so there is little to overlap
-    and a chained check cut unread costs its whole arithmetic (the real SmolLM2 made 0.93-1.01x
-    chained: docs/benchmarks.md)."""
-    import mlx.core as mx
-
-    return mx.default_device() != mx.cpu
 
 
 def max_rows() -> int:

@@ -345,14 +345,17 @@ def test_rows_that_kept_less_are_rolled_right_under_more_left_padding():
     assert cache._idx == 5 and cache.left_padding.tolist() == [1, 3] and batch.left == [1, 3]
 
 
-def test_on_the_cpu_only_a_lone_request_speculates_by_default_and_checks_do_not_chain():
+def test_on_the_cpu_only_a_lone_request_speculates_by_default_and_checks_chain_only_when_asked(monkeypatch):
     from mlxctl.engine.speculative_step import MAX_ROWS, max_rows
 
-    on_cpu = mx.default_device() == mx.cpu
-    assert max_rows() == (1 if on_cpu else MAX_ROWS)
+    monkeypatch.setenv("MLXCTL_CHAIN_CHECKS", "1")
+    assert SpeculationConfig("ngram").chain and not SpeculationConfig("ngram", chain=False).chain
+    monkeypatch.delenv("MLXCTL_CHAIN_CHECKS")
+
+    assert max_rows() == (1 if mx.default_device() == mx.cpu else MAX_ROWS)
     prompt, params = [1, 2, 3, 4, 1, 2, 3, 4, 1, 2], SamplingParams(temperature=0, max_tokens=60)
-    for chain, chains in ((None, not on_cpu), (True, True), (False, False)):
-        with Engine(lambda: tiny_loaded(), EngineConfig(speculation=SpeculationConfig("ngram", chain=chain))) as engine:
+    for settings, chains in (({}, False), ({"chain": True}, True), ({"chain": False}, False)):
+        with Engine(lambda: tiny_loaded(), EngineConfig(speculation=SpeculationConfig("ngram", **settings))) as engine:
             assert engine.spec_rows == max_rows()
             engine.submit(prompt, params).collect()  # its reply loops: drafts taken whole, chains where allowed
             stats = engine.stats()["speculative"]
