@@ -57,6 +57,9 @@
 # eleventh pass).
 # 2026-12-06 (evening): an H200 ran PART=18q at 1649608 (the dips are ragged prompt groups' first
 # shapes; returning the pool cost 13%) and the scaling table (gpu_table.sh). Next: PART=18r.
+# 2026-12-07: no device for most of the session; an H100 ran bench_chain.py at f6ef383 (chained
+# checks: 1.16x at 2 layers, 0.83x at 30: off by default). Next: PART=19c (why chains lose at
+# depth: compare with PART=19b's real SmolLM2), then PART=18r REPS=1 and PART=18g.
 set -uo pipefail
 OUT=${OUT:-bench-results}; mkdir -p "$OUT"
 PY=${PYTHON:-python3}
