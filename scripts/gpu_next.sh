@@ -33,7 +33,7 @@
 #            and 256 streams with a shared 27-token opening (PART=18q's, where ragged groups made 0.54x).
 #   PART=19b: where the edit-like reply's tokens come from on the GPU (scripts/spec_breakdown.py: off, as
 #            shipped, and speculating whenever a draft is likely; carry .gpu-w2, /tmp/w1 as for PART=19s),
-#            then chained checks against unchained ones (bench_speculative.py --unchained), edit-like
+#            then chained checks against unchained ones (bench_speculative.py --chain-ab), edit-like
 #            and the agent transcript. PART=19c: chained checks with no weights to carry (the 1B shape at
 #            one stream; bench_chain.py's tiny llamas).
 #            On the CPU the text allows 1.85x off at the H100's check cost; the H100 made 1.36x.

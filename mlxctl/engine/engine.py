@@ -18,7 +18,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from mlxctl.engine import memory, recovery, sleep, speculative_step
+from mlxctl.engine import memory, recovery, sleep, speculative_policy, speculative_step, speculative_undo
 from mlxctl.engine.batch import DecodeBatch, StackedRow
 from mlxctl.engine.byte_detokenize import byte_table
 from mlxctl.engine.events import FinishEvent, FinishReason, TokenLogprob
@@ -84,7 +84,7 @@ class Engine:
         self.memory: Any = None  # memory.KVBudget under --memory-budget-gb, once the model is loaded
         self._overhang = 0  # while a speculative step emits: cached tokens after the one being emitted
         self._emitted = 0  # tokens emitted so far (what a step did, for the speculation policy)
-        self.spec_policy = speculative_step.Policy()
+        self.spec_policy = speculative_policy.Policy()
         self.spec_rows = speculative_step.MAX_ROWS  # the largest batch that speculates (set at load)
         self.spec_grow = ""  # growing ngram drafts: the backend that bounds them (set at load; "": off)
         self.spec_replay = False  # recurrent layers go back by replaying the kept tokens (set at load)
@@ -164,7 +164,7 @@ class Engine:
     def news(self) -> bool:
         """Whether work waits for this step to end: messages in the inbox (drained between
         steps), or requests waiting or prefilling. A step that could run on stops for it
-        (engine/speculative_step.py's chained checks)."""
+        (engine/speculative_chain.py)."""
         return not self._inbox.empty() or bool(self.scheduler.waiting or self.scheduler.prefilling)
 
     def nudge(self) -> None:
@@ -431,7 +431,7 @@ class Engine:
         if self.prefix.enabled:
             cache = self.batch.stacked(row) if self.prefix.stacks else self.batch.extract(row)
             # (a StackedRow is cut at the tokens kept; a list is trimmed of the accepted draft tokens after the stop)
-            if isinstance(cache, StackedRow) or speculative_step.trim(cache, self._overhang):
+            if isinstance(cache, StackedRow) or speculative_undo.trim(cache, self._overhang):
                 self.prefix.remember_answer(req, cache)  # (recurrent state past a stop cannot go back: not kept)
 
     def _finish(self, req: Request, reason: FinishReason, error: BaseException | None = None) -> None:

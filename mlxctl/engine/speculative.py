@@ -50,7 +50,7 @@ class SpeculationConfig:
     measured: bool = True  # False: speculate whenever eligible, without the policy's measurements (tests)
     mixer_replay: bool = True  # recurrent models: undo a rejected draft by their mixers alone (False: the whole model)
     grow: bool = False  # ngram: a draft taken whole doubles the next one, up to grow_ceiling (see SpeculationStats)
-    # ngram, a lone request: queue the next check before this one is read (speculative_step._chain).
+    # ngram, a lone request: queue the next check before this one is read (engine/speculative_chain.py).
     # Experimental, off unless MLXCTL_CHAIN_CHECKS=1: on an H100 a 30-layer model made 0.83x with it
     # (docs/benchmarks.md)
     chain: bool = field(default_factory=lambda: os.environ.get(CHAIN_ENV) == "1")
@@ -163,7 +163,7 @@ class NgramProposer:
     def following(self, m: int) -> list[int]:
         """The next draft if the last one is taken whole: the ``m`` tokens the copy goes on with
         after the one that follows that draft, guessed before the check says whether the copy
-        held (engine/speculative_step.py chains checks on it); [] without a copy to go on with.
+        held (engine/speculative_chain.py chains checks on it); [] without a copy to go on with.
         Each call moves the copy on as if that draft were taken whole too."""
         if self._copy is None or m <= 0:
             return []

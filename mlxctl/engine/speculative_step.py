@@ -14,7 +14,7 @@ alone (engine/mixer_replay.py), or by the whole model. Where rows of a batch kep
 counts, each recurrent layer is told each row's length (mlx-lm's
 ``ArraysCache.prepare(lengths=...)``), whether its mixer alone runs again or the whole model
 does, right-padded; a model whose recurrent layers ignore lengths (checked once at load:
-:func:`_lengths_honoured`) speculates one request at a time.
+engine/speculative_undo.py's ``lengths_honoured``) speculates one request at a time.
 
 Runs when every row may speculate (no images; a grammar once it is active and past any free
 whitespace: each drafted position is then sampled under the mask the grammar gives after the
@@ -33,11 +33,13 @@ import logging
 from contextlib import nullcontext
 from typing import Any
 
+from mlxctl.engine.speculative_chain import chain, chains
+from mlxctl.engine.speculative_undo import (batched_rollbackable, can_roll_back, cut, lengths_honoured,
+                                            recurrent_states, replay)
 from mlxctl.errors import BadInputError
 
 log = logging.getLogger("mlxctl.engine")
 MAX_ROWS = 8
-MAX_CHAIN = 16  # checks one step queues ahead of reading them, at most (_chain)
 
 
 def setup(engine: Any) -> None:
@@ -51,7 +53,7 @@ def setup(engine: Any) -> None:
     engine.spec_replay = False  # set by _rollbackable for recurrent models
     engine.speculates = spec.enabled and _rollbackable(engine)
     engine.mixer_tap, engine.spec_mixer_replays = None, 0
-    engine.spec_chained = {"queued": 0, "cut": 0}  # checks queued before the one before was read (_chain)
+    engine.spec_chained = {"queued": 0, "cut": 0}  # checks queued before the one before was read (engine/speculative_chain.py)
     engine.spec_chain = spec.chain
     if engine.speculates and engine.spec_replay and spec.mixer_replay:
         from mlxctl.engine.mixer_replay import MixerTap
@@ -59,7 +61,7 @@ def setup(engine: Any) -> None:
         tap = MixerTap(engine.runner.model)
         engine.mixer_tap = tap if tap.usable else None
     rows = spec.max_rows or max_rows()
-    if engine.spec_replay and rows > 1 and not _lengths_honoured(engine.runner):
+    if engine.spec_replay and rows > 1 and not lengths_honoured(engine.runner):
         log.info("speculative decoding on this recurrent model: one request at a time (its recurrent layers "
                  "do not stop at a row's length, so a batch's rows cannot go back by different counts)")
         rows = 1
@@ -143,7 +145,7 @@ def eligible(engine: Any) -> bool:
     batch = engine.batch
     if not engine.speculates or not 0 < len(batch) <= engine.spec_rows:
         return False
-    if batch.batched and not _batched_rollbackable(batch.caches, engine.spec_replay):
+    if batch.batched and not batched_rollbackable(batch.caches, engine.spec_replay):
         return False
     reqs = batch.requests
     return all((r.constraint is None or r.constraint.can_draft) and not r.images and not r.aborted for r in reqs) and \
@@ -182,16 +184,16 @@ def speculate(engine: Any) -> bool:
         k = min(k, room) if req.speculation.drafting(req.num_generated) else 0
         drafts.append(_proposer(engine, req).propose(req.prompt_tokens + req.generated + [pending], k) if k > 0 else [])
     width = max(len(d) for d in drafts)
-    if not width or (not batch.batched and not _can_roll_back(batch.caches, width + 1, engine.spec_replay)):
+    if not width or (not batch.batched and not can_roll_back(batch.caches, width + 1, engine.spec_replay)):
         batch.keep(engine._emit(*batch.advance(*engine._decode())))  # nothing recurs; a window about to wrap
         return False
-    saved = _recurrent_states(batch.caches) if engine.spec_replay else None
+    saved = recurrent_states(batch.caches) if engine.spec_replay else None
     rows = [[p, *d, *[p] * (width - len(d))] for p, d in zip(pendings, drafts)]
     tap = engine.mixer_tap  # records each recurrent mixer's input, for an undo of those alone
     with tap.recording() if tap is not None else nullcontext():
         logits = engine.runner.verify(batch, rows)
-    if saved is None and _chains(engine, batch, reqs[0], drafts[0]):
-        _chain(engine, batch, reqs[0], (pendings[0], first[0]), drafts[0], ceilings[0], logits)
+    if saved is None and chains(engine, batch, reqs[0], drafts[0]):
+        chain(engine, batch, reqs[0], (pendings[0], first[0]), drafts[0], ceilings[0], logits)
         return True
     masks = None
     if any(r.constraint is not None for r in reqs):  # the forward runs while the host works out the masks
@@ -199,9 +201,9 @@ def speculate(engine: Any) -> bool:
         masks = draft_masks([r.constraint for r in reqs], rows, logits.shape[-1])
     checked = accept_rows([r.sampler for r in reqs], logits, [row[1:] for row in rows], masks)
     if saved is None:
-        _cut(batch, [len(tokens) for tokens, _ in checked], width + 1)
+        cut(batch, [len(tokens) for tokens, _ in checked], width + 1)
     else:
-        _replay(engine, batch, saved, [row[:len(tokens)] for row, (tokens, _) in zip(rows, checked)], width + 1)
+        replay(engine, batch, saved, [row[:len(tokens)] for row, (tokens, _) in zip(rows, checked)], width + 1)
     if tap is not None:
         tap.forget()  # a draft accepted whole replays nothing: its record goes too
     keep = []
@@ -210,102 +212,15 @@ def speculate(engine: Any) -> bool:
             accepted = min(len(tokens) - 1, len(drafts[i]))
             req.speculation.add(len(drafts[i]), accepted, req.num_generated, ceilings[i])
             engine.speculation.add(len(drafts[i]), accepted)
-        if _emit_row(engine, req, i, [(pendings[i], first[i]), *zip(tokens[:-1], samples[:-1])]):
+        if emit_row(engine, req, i, [(pendings[i], first[i]), *zip(tokens[:-1], samples[:-1])]):
             keep.append(i)
-    batch.tokens = _as_tokens([tokens[-1] for tokens, _ in checked])
+    batch.tokens = as_tokens([tokens[-1] for tokens, _ in checked])
     batch.samples = [samples[-1] for _, samples in checked]
     batch.keep(keep)
     return True
 
 
-CHAINABLE = {"KVCache", "QuantizedKV", "RotatingKVCache"}  # cache layers whose forward changes nothing a cut cannot undo
-
-
-def _chains(engine: Any, batch: Any, req: Any, draft: list[int]) -> bool:
-    """Whether this check may be followed by the next before it is read (:func:`_chain`): a
-    lone request without a grammar, drafting by prompt lookup, on cache layers that a pass only
-    appends to (``CHAINABLE``: a chunked-attention cache, llama4's, drops its front at the start
-    of a pass by the offset it sees, which a queued check would make too large)."""
-    return bool(draft) and engine.spec_chain and not batch.batched and len(batch) == 1 \
-        and req.constraint is None and hasattr(req.proposer, "following") \
-        and all(type(c).__name__ in CHAINABLE for c in batch.caches)
-
-
-def _chain(engine: Any, batch: Any, req: Any, pending: tuple[int, Any], draft: list[int], ceiling: int,
-           logits: Any) -> None:
-    """A lone request's checks, each queued before the one before it is read. A check's draft
-    needs the tokens before it, so a check cannot overlap the host's work with the device's as
-    plain steps do; but where a request copies a long stretch, drafts are taken whole one after
-    another, and the next draft is then known before the check is read: what the copy goes on
-    with (``NgramProposer.following``), after the token the check samples last, fed from the
-    device unread. So while drafts keep being taken whole (from the second in a row: the
-    request's ``streak``) the next check is queued, its positions sampled, before this one is
-    read, and the host reads, cuts and emits while the device checks. Where this check turns out
-    not taken whole, the next one's positions are cut unread and its draws forgotten (the
-    sampler goes back to this check's emitted positions, as for any check). The chain stops
-    where work waits to join, where a check is not taken whole, at the request's end, or after
-    ``MAX_CHAIN`` checks; each check's tokens are delivered as they come."""
-    import mlx.core as mx
-
-    from mlxctl.engine.speculative import draw, settle
-    from mlxctl.engine.streams import deliver_held
-
-    drawn = draw(req.sampler, logits[0])
-    mx.async_eval(drawn.tokens)
-    for n in range(MAX_CHAIN):
-        width = len(draft)
-        nxt = _next_check(engine, batch, req, drawn.tokens, width, ceiling) \
-            if n + 1 < MAX_CHAIN and req.speculation.streak else None
-        tokens, samples = settle(req.sampler, drawn, draft)
-        if nxt is not None and len(tokens) < width + 1:  # not taken whole: the next check was checking a guess
-            trim(batch.caches, len(nxt[0]) + 1)
-            engine.spec_chained["cut"] += 1
-            nxt = None
-        _cut(batch, [len(tokens)], width + 1)
-        req.speculation.add(width, len(tokens) - 1, req.num_generated, ceiling)
-        engine.speculation.add(width, len(tokens) - 1)
-        alive = _emit_row(engine, req, 0, [pending, *zip(tokens[:-1], samples[:-1])],
-                          after=0 if nxt is None else len(nxt[0]) + 1)
-        deliver_held()
-        pending = (tokens[-1], samples[len(tokens) - 1])
-        if not alive:
-            batch.keep([])
-            return
-        if nxt is None:
-            break
-        draft, drawn = nxt
-        if drawn.states:  # the sampler goes on from past the next check's draws
-            req.sampler.restore(drawn.states[-1])
-    batch.tokens, batch.samples = _as_tokens([pending[0]]), [pending[1]]
-    batch.keep([0])
-
-
-def _next_check(engine: Any, batch: Any, req: Any, sampled: Any, width: int, ceiling: int) -> tuple[list[int], Any] | None:
-    """The check after one of ``width`` draft tokens whose positions sampled ``sampled``
-    (unread), queued as if that draft is taken whole, its positions sampled: its draft and its
-    :class:`~mlxctl.engine.speculative.Drawn`, or None where there is nothing to check or no room."""
-    import mlx.core as mx
-
-    from mlxctl.engine.speculative import draw
-
-    if engine.news() or req.aborted:
-        return None
-    asked = req.params.num_draft_tokens
-    m = engine.config.speculation.num_draft_tokens if asked is None else asked
-    if ceiling:  # growing: what SpeculationStats.add makes of a draft taken whole
-        m = min(max(m, 2 * width), ceiling)
-    m = min(m, req.max_new_tokens - req.num_generated - width - 2)  # this check's width + 1, and the token after
-    draft = req.proposer.following(m)
-    if not draft or not _can_roll_back(batch.caches, len(draft) + 1):
-        return None
-    row = mx.concatenate([sampled[-1:], mx.array(draft, dtype=sampled.dtype)])
-    drawn = draw(req.sampler, engine.runner.verify(batch, row[None])[0])
-    mx.async_eval(drawn.tokens)
-    engine.spec_chained["queued"] += 1
-    return draft, drawn
-
-
-def _emit_row(engine: Any, req: Any, row: int, emitted: list, after: int = 0) -> bool:
+def emit_row(engine: Any, req: Any, row: int, emitted: list, after: int = 0) -> bool:
     """Emit a row's tokens in order; False once one ends the request (the rest are dropped).
     ``after``: positions the cache holds beyond these (a chained check's, queued)."""
     for i, (token, sample) in enumerate(emitted):  # the cache holds all of these
@@ -319,213 +234,9 @@ def _emit_row(engine: Any, req: Any, row: int, emitted: list, after: int = 0) ->
     return True
 
 
-def _cut(batch: Any, kept: list[int], written: int, caches: list[Any] | None = None) -> None:
-    """Each row keeps ``kept[i]`` of the ``written`` positions just filled: cut the rest from
-    ``caches`` (the batch's KV layers; all its layers by default)."""
-    caches = batch.caches if caches is None else caches
-    most = max(kept)
-    trim(caches, written - most)
-    if not batch.batched or most == min(kept):
-        return
-    import mlx.core as mx
-    from mlx_lm.models.cache import dynamic_roll
-
-    short = [most - k for k in kept]
-    shift = mx.array(short)
-    for c in caches:
-        if hasattr(c, "roll"):  # --kv-bits: quantised parts (engine/kv/quantized.py)
-            c.roll(shift)
-            continue
-        c.keys = dynamic_roll(c.keys, shift[:, None], axis=2)
-        c.values = dynamic_roll(c.values, shift[:, None], axis=2)
-        c.offset = c.offset - shift
-        c.left_padding = c.left_padding + shift
-    batch.left = [p + s for p, s in zip(batch.left, short)]
-
-
-def _recurrent_states(caches: list[Any]) -> list[tuple[Any, list[Any]]]:
-    """Each recurrent layer with its state arrays (the layers replace them, never change them)."""
-    from mlx_lm.models.cache import ArraysCache
-
-    return [(c, list(c.cache)) for c in caches if type(c) is ArraysCache]
-
-
-def _replay(engine: Any, batch: Any, saved: list[tuple[Any, list[Any]]], kept: list[list[int]], written: int) -> None:
-    """A recurrent model's rows kept ``kept[i]`` (the pending token and the accepted draft) of
-    the ``written`` positions just checked. Recurrent state cannot be cut: it goes back to
-    before the check and is brought forward over the kept positions, by running only the
-    recurrent mixers again on what the check gave them, each row as far as its own count
-    (engine/mixer_replay.py), the other layers cut as a plain model's are (:func:`_cut`). Where
-    that cannot be done, the other layers are cut by all ``written`` and the kept tokens run
-    through the whole model again (their logits are not needed): as one batch where every row
-    kept as many, else by :func:`_refill`. A draft accepted whole by every row needs none of it."""
-    counts = {len(k) for k in kept}
-    if counts == {written}:
-        return
-    for layer, state in saved:
-        layer.cache = state
-    tap, lengths = engine.mixer_tap, [len(k) for k in kept]
-    if tap is not None and tap.replay(lengths, written, [layer for layer, _ in saved]):
-        engine.spec_mixer_replays += 1
-        _cut(batch, lengths, written, [c for c in batch.caches if c.is_trimmable()])
-        return
-    trim([c for c in batch.caches if c.is_trimmable()], written)
-    if len(counts) == 1:
-        engine.runner.verify(batch, kept)
-    else:
-        _refill(engine, batch, kept)
-
-
-def _refill(engine: Any, batch: Any, kept: list[list[int]]) -> None:
-    """Rows that kept different counts run them again together through the whole model,
-    right-padded to the longest: each recurrent layer is told each row's length, so its state
-    (and its convolution's window) stops at the row's last kept token, and each KV layer's right
-    padding is rolled to the left after, as a batched prompt tail's is (runner._tails_logits),
-    so every row ends at the same column again; the batch's host mirror of the padding grows
-    with it."""
-    lengths = [len(k) for k in kept]
-    pads = _right_padded(batch.caches, lengths, max(lengths))
-    engine.runner.verify(batch, [k + [0] * pad for k, pad in zip(kept, pads)])  # logits never evaluated
-    for c in batch.caches:
-        c.finalize()
-    batch.left = [p + s for p, s in zip(batch.left, pads)]
-
-
-def _right_padded(caches: list[Any], lengths: list[int], width: int) -> list[int]:
-    """Ready batched ``caches`` for rows of ``lengths`` real tokens right-padded to ``width``
-    (recurrent layers stop at each row's length; KV layers roll their padding left at
-    ``finalize``); the rows' padding."""
-    from mlx_lm.models.cache import ArraysCache
-
-    pads = [width - n for n in lengths]
-    for c in caches:
-        if type(c) is ArraysCache:
-            c.prepare(lengths=lengths)
-        else:
-            c.prepare(right_padding=pads)
-    return pads
-
-
-def _lengths_honoured(runner: Any) -> bool:
-    """Whether the model's recurrent layers stop at a row's length (mlx-lm's
-    ``ArraysCache.prepare(lengths=...)``, which most of its recurrent mixers read; Mamba's does
-    not): the recurrent state after three tokens must be the state after five told its length
-    is three. Two short passes, once at load."""
-    import mlx.core as mx
-    from mlx_lm.models.cache import ArraysCache
-
-    def states(tokens: list[int], length: int | None = None) -> list[Any]:
-        cache = [type(c).merge([c]) for c in runner.new_cache()]
-        if length is not None:
-            _right_padded(cache, [length], len(tokens))
-        runner.model(mx.array([tokens]), cache=cache)
-        for c in cache:
-            c.finalize()
-        return [s for c in cache if type(c) is ArraysCache for s in c.cache if s is not None]
-
-    try:
-        short, long = states([1, 2, 3]), states([1, 2, 3, 4, 5], length=3)
-        mx.eval(short, long)
-        return len(short) == len(long) > 0 and all(
-            a.shape == b.shape and mx.allclose(a, b, rtol=1e-2, atol=1e-3).item() for a, b in zip(short, long))
-    except Exception:  # noqa: BLE001 - a model this probe cannot run speculates one request at a time
-        log.debug("the recurrent length probe failed", exc_info=True)
-        return False
-
-
-def _batched_rollbackable(caches: list[Any], replay: bool) -> bool:
-    """Whether a batch's caches can drop a rejected draft: plain batched KV layers by cutting,
-    and (``replay``) recurrent layers by replaying."""
-    from mlx_lm.models.cache import ArraysCache
-
-    from mlxctl.engine.batch import BATCHED_KV
-
-    return all(type(c) in BATCHED_KV or (replay and type(c) is ArraysCache) for c in caches)
-
-
-def _can_roll_back(cache: list[Any], n: int, replay: bool = False) -> bool:
-    """Whether ``n`` tokens written to a lone request's ``cache`` can all be cut again (a
-    sliding window cuts nothing once it is full: mlx-lm trims a ``RotatingKVCache`` only while
-    its offset is below its size; with ``replay``, recurrent layers go back by :func:`_replay`)."""
-    from mlx_lm.models.cache import ArraysCache, RotatingKVCache
-
-    return all((c.is_trimmable() or (replay and type(c) is ArraysCache))
-               and (type(c) is not RotatingKVCache or c.offset + n < c.max_size) for c in cache)
-
-
-def trim(cache: list[Any], n: int) -> bool:
-    """Cut the last ``n`` tokens from every layer of ``cache``; False (nothing cut) where a
-    layer cannot be cut (recurrent state)."""
-    if n <= 0:
-        return True
-    from mlx_lm.models.cache import can_trim_prompt_cache, trim_prompt_cache
-
-    if not can_trim_prompt_cache(cache):
-        return False
-    trim_prompt_cache(cache, n)
-    return True
-
-
-def _as_tokens(tokens: list[int]) -> Any:
+def as_tokens(tokens: list[int]) -> Any:
     import mlx.core as mx
 
     return mx.array(tokens, dtype=mx.int32)
 
 
-class Policy:
-    """Whether drafts pay, per batch size, measured: moving averages of the tokens per second of
-    speculative steps and of plain ones (steps that did nothing else). A size speculates until
-    both are known, then while its speculative rate is at least the plain one; a size that
-    stopped tries again after ``RECHECK`` plain steps (what the requests repeat changes), and
-    after twice as many each time it is still behind, up to ``MAX_RECHECK``: where a check pass
-    costs many plain steps (MLX's CUDA backend took about 78 ms for a 9-token check of a 1B
-    model, against 3.5 ms a plain step: docs/benchmarks.md), rechecking every 32 steps had cost
-    a third of the throughput. On a GPU a pass over a few tokens per row is meant to cost about
-    one over one token, so drafts pay at every size up to ``MAX_ROWS``; on a CPU a batch is
-    compute-bound and they do not."""
-
-    RECHECK = 32
-    MAX_RECHECK = 1024
-    WEIGHT = 0.25  # of the newest step in the moving average
-
-    def __init__(self) -> None:
-        self.rates: dict[tuple[int, bool], float] = {}  # (rows, speculative) -> tokens/s
-        self._plain_steps: dict[int, int] = {}  # rows -> plain steps since the last speculative one
-        self._recheck: dict[int, int] = {}  # rows -> plain steps before the next check (doubles while behind)
-        self._after_spec = False  # the plain step right after a speculative one only refills the pipeline
-        self.counts = {"speculative": 0, "plain": 0}  # decode-only steps of each kind taken while speculating
-
-    def choose(self, rows: int) -> bool:
-        spec, plain = self.rates.get((rows, True)), self.rates.get((rows, False))
-        if spec is None or (plain is not None and spec >= plain):
-            self._recheck.pop(rows, None)
-            return True
-        if plain is None:
-            return False
-        waited, due = self._plain_steps.get(rows, 0) + 1, self._recheck.get(rows, self.RECHECK)
-        if waited < due:
-            self._plain_steps[rows] = waited
-            return False
-        self._plain_steps[rows] = 0
-        self._recheck[rows] = min(2 * due, self.MAX_RECHECK)
-        return True
-
-    def record(self, rows: int, speculative: bool, tokens: int, seconds: float) -> None:
-        """A step of ``rows`` rows that emitted ``tokens`` in ``seconds`` and ran no prompt work.
-        A speculative step that found no draft counts as speculative: looking for drafts needs
-        the pending tokens on the host, so such a step loses the pipeline's overlap, and text that
-        seldom repeats must measure as what it costs."""
-        self.counts["speculative" if speculative else "plain"] += 1
-        refill, self._after_spec = self._after_spec and not speculative, speculative
-        if refill or tokens <= 0 or seconds <= 0:
-            return
-        rate, key = tokens / seconds, (rows, speculative)
-        old = self.rates.get(key)
-        self.rates[key] = rate if old is None else old + self.WEIGHT * (rate - old)
-
-    def snapshot(self) -> dict:
-        """{batch size: {"speculative": tok/s, "plain": tok/s}} as measured so far."""
-        out: dict = {}
-        for (rows, speculative), rate in sorted(self.rates.items()):
-            out.setdefault(str(rows), {})["speculative" if speculative else "plain"] = round(rate, 1)
-        return out

@@ -35,7 +35,7 @@ def delivered_together() -> Iterator[None]:
 
 def deliver_held() -> None:
     """Hand over what ``delivered_together`` holds so far, now (a step that runs several
-    passes, engine/speculative_step.py's chained checks, delivers each one's tokens as they
+    passes, engine/speculative_chain.py's chained checks, delivers each one's tokens as they
     come)."""
     held = getattr(_outbox, "held", None)
     if not held:

@@ -9,7 +9,7 @@ import pytest
 from mlx_lm.models.cache import ArraysCache, make_prompt_cache
 
 from mlxctl.engine.mixer_replay import MixerTap
-from mlxctl.engine.speculative_step import trim
+from mlxctl.engine.speculative_undo import trim
 from mlxctl.models.dummy import build_model
 from tests.engine.hybrid_configs import CONFIGS
 

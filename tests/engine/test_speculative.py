@@ -11,7 +11,7 @@ import pytest
 from mlxctl.engine.engine import Engine, EngineConfig
 from mlxctl.engine.events import FinishReason
 from mlxctl.engine.sampling import SamplingParams, TokenSampler
-from mlxctl.engine import speculative_step
+from mlxctl.engine import speculative_step, speculative_undo
 from mlxctl.engine.speculative import NgramProposer, SpeculationConfig, accept, same_vocabulary
 from mlxctl.errors import BadInputError
 from tests.engine.tiny import assert_same, tiny_loaded
@@ -328,7 +328,7 @@ def test_rows_that_kept_less_are_rolled_right_under_more_left_padding():
 
     from mlx_lm.models.cache import BatchKVCache
 
-    from mlxctl.engine.speculative_step import _cut
+    from mlxctl.engine.speculative_undo import cut as _cut
 
     cache = BatchKVCache(left_padding=[0, 1])
     keys = mx.arange(2 * 6, dtype=mx.float32).reshape(2, 1, 6, 1)
@@ -363,7 +363,7 @@ def test_on_the_cpu_only_a_lone_request_speculates_by_default_and_checks_chain_o
 
 
 def test_the_policy_speculates_where_it_pays_and_rechecks():
-    from mlxctl.engine.speculative_step import Policy
+    from mlxctl.engine.speculative_policy import Policy
 
     policy = Policy()
     assert policy.choose(4)  # unknown: try it
@@ -699,8 +699,8 @@ def test_a_batch_of_a_recurrent_model_speculates_rows_keeping_different_counts(a
     monkeypatch.setattr("mlxctl.engine.speculative.NgramProposer.propose", propose)
     monkeypatch.setattr("mlxctl.engine.speculative.NgramProposer.likely", lambda self, prompt, generated: True)
     refills, ragged = [], []
-    real, replay = speculative_step._refill, MixerTap.replay
-    monkeypatch.setattr(speculative_step, "_refill", lambda *a: refills.append(1) or real(*a))
+    real, replay = speculative_undo.refill, MixerTap.replay
+    monkeypatch.setattr(speculative_undo, "refill", lambda *a: refills.append(1) or real(*a))
 
     def replayed(self, kept, written, restored):
         done = replay(self, kept, written, restored)
