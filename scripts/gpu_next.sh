@@ -90,7 +90,7 @@ case ${PART:-19} in
     > "$OUT/spec_t1.json" 2> "$OUT/spec_t1.log" ;;
 19b)
   S=/tmp/smollm2; mkdir -p "$S" && cp .gpu-home/models/smollm2-135m/* "$S"/ && cat /tmp/w1 .gpu-w2/part > "$S/model.safetensors"
-  # checks chained (as shipped since 2026-12-07) against each read before the next is queued
+  # checks chained (experimental, off by default since b40c3b8) against each read before the next is queued
   timeout 150 $PY scripts/bench_speculative.py --model "$S" --reps 3 --draft 8 --chain-ab --json \
     > "$OUT/chain_edit.json" 2> "$OUT/chain_edit.log"
   timeout 100 $PY scripts/bench_speculative.py --model "$S" --reps 3 --draft 8 --chain-ab \
