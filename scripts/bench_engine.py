@@ -210,13 +210,24 @@ def run_batch(loaded, engines, concurrency: int, args) -> dict:
            **{name: (lambda batch, e=e: engine_batch(e, batch, n, t, LOADS.get(name))) for name, e in engines.items()}}
     seeds = iter(range(1, 1 << 30))
     for fn in fns.values():
+        _pool_returned()
         fn(prompts(loaded, args.prompt_tokens, concurrency, next(seeds), args.shared_prefix))
     runs = {k: [] for k in fns}
     for _ in range(args.reps):
         batch = prompts(loaded, args.prompt_tokens, concurrency, next(seeds), args.shared_prefix)
         for name, fn in fns.items():
+            _pool_returned()
             runs[name].append(fn(batch))
     return summarise(runs, None)
+
+
+def _pool_returned() -> None:
+    """MLX's buffer pool is the process's: what one contender left there is returned before the
+    next runs, so none starts with another's buffers held (on an 80 GB H100 mlx-lm's batch
+    generator ran out of memory at 256 streams after three engines' rounds)."""
+    import mlx.core as mx
+
+    mx.clear_cache()
 
 
 LOADS: dict[str, dict] = {}  # a variant's arrival_ms and gil_busy_pct: how its requests arrive, not engine settings

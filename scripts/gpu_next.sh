@@ -181,9 +181,9 @@ case ${PART:-19} in
   for f in "$OUT"/trace_*.jsonl; do $PY scripts/step_trace.py "$f" --gap 0.03 > "${f%.jsonl}.txt" 2>&1; done
   gzip "$OUT"/trace_*.jsonl ;;
 18g)  # PART=18r's goal half (a call of its own: both halves together may outrun a call's 600 s)
-  timeout 260 $PY scripts/bench_engine.py --model "$M" --dtype native --prompt-tokens 542 --shared-prefix 27 \
-    --max-tokens 128 --concurrency 8,64,256 --reps 2 --variant nocache:prefix_cache=0 \
-    --variant ragged:align_tokens=0 --json > "$OUT/goal.json" 2> "$OUT/goal.log" ;;
+  timeout 330 $PY scripts/bench_engine.py --model "$M" --dtype native --prompt-tokens 542 --shared-prefix 27 \
+    --max-tokens 128 --concurrency 8,64,256 --reps ${REPS:-3} --variant nocache:prefix_cache=0 \
+    --json > "$OUT/goal.json" 2> "$OUT/goal.log" ;;
 18q)  # are the dips MLX's pool returned (Engine._housekeeping)? then the goal with the cache on
   R=(scripts/engine_rounds.py --model "$M" --dtype native --prompt-tokens 542 --shared-prefix 27 --max-tokens 128
      --concurrency 64 --rounds 8)
