@@ -70,6 +70,7 @@ def test_run_cli_over_two_ranks_prints_once_what_one_process_prints(tmp_path, mo
     assert split.stdout == one.stdout and one.stdout.strip()  # rank 0 alone prints, and the same
 
 
+@pytest.mark.slow  # over 5 s on CI's two cores
 def test_a_failed_step_stops_the_whole_job_with_the_error(tmp_path, model_home, smollm2):
     # One process would re-queue its requests; a rank cannot (the others wait in a collective it
     # will not join), so the client gets the error, and every rank exits: rank 0 waits for ever

@@ -160,6 +160,7 @@ def test_auto_picks_bits_from_memory(hf_llama, store, monkeypatch):
     assert any(m.startswith("auto: 4-bit") for m in messages)
 
 
+@pytest.mark.slow  # over 5 s on CI's two cores
 def test_real_smollm2_gguf(smollm_wheel, store, tmp_path):
     """The catalog model's GGUF (from the test cache's wheel, not refetched) through convert."""
     from mlx_lm import generate, load

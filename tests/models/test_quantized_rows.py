@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import mlx.core as mx
 import mlx.nn as nn
+import pytest
 from mlx_lm.generate import generate_step
 
 from mlxctl.generation import model_loader
@@ -56,6 +57,7 @@ def test_float_and_subclassed_layers_are_left_alone():
     assert type(own) is Own and type(dense) is nn.Linear
 
 
+@pytest.mark.slow  # over 5 s on CI's two cores
 def test_the_engine_loader_folds_and_real_weights_decode_as_before(smollm2):
     plain = load_model(smollm2.path, dtype="native")
     loaded = model_loader(str(smollm2.path), "native", None)()

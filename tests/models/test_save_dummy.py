@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import mlx.core as mx
+import pytest
 
 from mlxctl.models.dummy import dummy_config, load_dummy
 from mlxctl.models.loader import load_model
@@ -17,6 +18,7 @@ from tests.models.dummy_shrink import shrunk
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "save_dummy.py"
 
 
+@pytest.mark.slow  # over 5 s on CI's two cores
 def test_a_quantised_preset_is_saved_quantised_and_loads_with_the_same_logits(tmp_path, smollm2, model_home):
     config = tmp_path / "config.json"
     config.write_text(json.dumps(shrunk(dummy_config("qwen3-next-80b-a3b")[1])))

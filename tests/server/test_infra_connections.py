@@ -99,6 +99,7 @@ def test_past_the_connection_cap_a_new_connection_gets_503(serve):
         assert httpx.get(f"{url}/health").status_code == 200
 
 
+@pytest.mark.slow  # over 5 s on CI's two cores
 def test_serve_takes_both_flags(smollm2):
     """Through the real CLI: a partial header is closed; with one connection held by a stream,
     the next is refused, and served again once the stream ends."""

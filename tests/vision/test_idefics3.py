@@ -42,6 +42,7 @@ def hf_processor(folder):
     return SmolVLMImageProcessorPil.from_pretrained(str(folder))
 
 
+@pytest.mark.slow  # over 5 s on CI's two cores
 def test_the_family_is_detected_from_model_type(idefics3_loaded, smollm2, tmp_path):
     from mlxctl.models.loader import load_model
 

@@ -48,6 +48,7 @@ def reference_inputs(folder, img, text, merge=2):
     return processor(images=[img.image], text=text, add_special_tokens=False)
 
 
+@pytest.mark.slow  # over 5 s on CI's two cores
 def test_the_family_is_detected_from_model_type(mistral3_loaded, smollm2, tmp_path):
     from mlxctl.models.loader import load_model
 

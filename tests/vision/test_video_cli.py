@@ -13,6 +13,7 @@ from tests.vision.clips import clip_bytes
 from tests.vision.conftest import png_bytes
 
 
+@pytest.mark.slow  # over 5 s on CI's two cores
 def test_run_with_a_video(llava_dir, tmp_path):
     (tmp_path / "clip.mp4").write_bytes(clip_bytes(tint=60))
     (tmp_path / "a.png").write_bytes(png_bytes(33))

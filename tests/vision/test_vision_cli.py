@@ -12,6 +12,7 @@ from tests.vision.build_model import TOKENS_PER_IMAGE
 from tests.vision.conftest import png_bytes
 
 
+@pytest.mark.slow  # over 5 s on CI's two cores
 def test_run_with_images(llava_dir, tmp_path):
     (tmp_path / "a.png").write_bytes(png_bytes(30))
     (tmp_path / "b.jpg").write_bytes(png_bytes(31, fmt="JPEG"))
