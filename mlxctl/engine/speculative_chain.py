@@ -8,22 +8,31 @@ from __future__ import annotations
 
 from typing import Any
 
-from mlxctl.engine.speculative_undo import can_roll_back, cut, trim
+from mlxctl.engine.speculative_undo import can_roll_back, cut, must_trim
 
 MAX_CHAIN = 16  # checks one step queues ahead of reading them, at most (chain)
 
 
-CHAINABLE = {"KVCache", "QuantizedKV", "RotatingKVCache"}  # cache layers whose forward changes nothing a cut cannot undo
 
 
 def chains(engine: Any, batch: Any, req: Any, draft: list[int]) -> bool:
     """Whether this check may be followed by the next before it is read (:func:`chain`): a
     lone request without a grammar, drafting by prompt lookup, on cache layers that a pass only
-    appends to (``CHAINABLE``: a chunked-attention cache, llama4's, drops its front at the start
+    appends to (:func:`_chainable`: a chunked-attention cache, llama4's, drops its front at the start
     of a pass by the offset it sees, which a queued check would make too large)."""
     return bool(draft) and engine.spec_chain and not batch.batched and len(batch) == 1 \
         and req.constraint is None and hasattr(req.proposer, "following") \
-        and all(type(c).__name__ in CHAINABLE for c in batch.caches)
+        and all(type(c) in _chainable() for c in batch.caches)
+
+
+def _chainable() -> tuple[type, ...]:
+    """Cache layers whose forward changes nothing a cut cannot undo: plain and quantised KV, and
+    sliding windows (cut only until they fill: ``can_roll_back``)."""
+    from mlx_lm.models.cache import RotatingKVCache
+
+    from mlxctl.engine.batch import PLAIN_KV
+
+    return (*PLAIN_KV, RotatingKVCache)
 
 
 def chain(engine: Any, batch: Any, req: Any, pending: tuple[int, Any], draft: list[int], ceiling: int,
@@ -54,7 +63,7 @@ def chain(engine: Any, batch: Any, req: Any, pending: tuple[int, Any], draft: li
             if n + 1 < MAX_CHAIN and req.speculation.streak else None
         tokens, samples = settle(req.sampler, drawn, draft)
         if nxt is not None and len(tokens) < width + 1:  # not taken whole: the next check was checking a guess
-            trim(batch.caches, len(nxt[0]) + 1)
+            must_trim(batch.caches, len(nxt[0]) + 1)
             engine.spec_chained["cut"] += 1
             nxt = None
         cut(batch, [len(tokens)], width + 1)

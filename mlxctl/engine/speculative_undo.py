@@ -19,7 +19,7 @@ def cut(batch: Any, kept: list[int], written: int, caches: list[Any] | None = No
     ``caches`` (the batch's KV layers; all its layers by default)."""
     caches = batch.caches if caches is None else caches
     most = max(kept)
-    trim(caches, written - most)
+    must_trim(caches, written - most)
     if not batch.batched or most == min(kept):
         return
     import mlx.core as mx
@@ -64,7 +64,7 @@ def replay(engine: Any, batch: Any, saved: list[tuple[Any, list[Any]]], kept: li
         engine.spec_mixer_replays += 1
         cut(batch, lengths, written, [c for c in batch.caches if c.is_trimmable()])
         return
-    trim([c for c in batch.caches if c.is_trimmable()], written)
+    must_trim([c for c in batch.caches if c.is_trimmable()], written)
     if len(counts) == 1:
         engine.runner.verify(batch, kept)
     else:
@@ -159,3 +159,13 @@ def trim(cache: list[Any], n: int) -> bool:
         return False
     trim_prompt_cache(cache, n)
     return True
+
+
+def must_trim(cache: list[Any], n: int) -> None:
+    """:func:`trim`, where the step already made sure the layers can be cut (``can_roll_back``):
+    positions left behind would make every later token differ from plain decoding, so a layer
+    that cannot be cut is a bug to surface, not to decode on from."""
+    if not trim(cache, n):
+        raise RuntimeError(f"speculative decoding could not cut {n} positions from a cache "
+                           f"({', '.join(sorted({type(c).__name__ for c in cache}))})")
+
