@@ -163,9 +163,10 @@ class Engine:
 
     def news(self) -> bool:
         """Whether work waits for this step to end: messages in the inbox (drained between
-        steps), or requests waiting or prefilling. A step that could run on stops for it
-        (engine/speculative_chain.py)."""
-        return not self._inbox.empty() or bool(self.scheduler.waiting or self.scheduler.prefilling)
+        steps), prompts prefilling, or a waiting request the scheduler would admit (one held by
+        the sequence limit or the memory budget would wait anyway). A step that could run on
+        stops for it (engine/speculative_chain.py)."""
+        return not self._inbox.empty() or bool(self.scheduler.prefilling) or self.scheduler.admits_next()
 
     def nudge(self) -> None:
         """Another engine gave memory back: a queue that waited on it is looked at again."""

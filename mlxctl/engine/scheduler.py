@@ -224,6 +224,17 @@ class Scheduler:
         wave = RIDE_CHUNKS * prefill_budget(self.cfg.prefill_chunk, len(self.running))
         return StepPlan(prefill=plan_prefill(self.prefilling, budget, wave), decode=list(self.running))
 
+    def admits_next(self) -> bool:
+        """Whether the next ``schedule()`` would admit the head of the queue (``admit``'s limits:
+        sequences, prompts prefilling at once, the memory budget). A request that waits on one of
+        them is no reason for a step to stop short (engine/speculative_chain.py)."""
+        if not self.waiting:
+            return False
+        inflight = [*self.running, *self.prefilling]
+        if len(self.prefilling) >= self.cfg.max_prefilling or len(inflight) >= self.cfg.max_num_seqs:
+            return False
+        return self.fits is None or self.fits([r.reserve for r in (*inflight, self.waiting[0])])
+
     def start_running(self, req: Request) -> None:
         """A request whose prompt is done joins the decode batch."""
         self.prefilling.remove(req)

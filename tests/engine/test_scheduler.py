@@ -46,6 +46,23 @@ def test_admit_respects_max_num_seqs_counting_running():
     assert [r.id for r in got] == ["0"]
 
 
+def test_admits_next_says_what_the_next_schedule_would_do_with_the_queue_head():
+    s, _ = decoding(SchedulerConfig(max_num_seqs=2, max_prefilling=1))
+    assert not s.admits_next()  # nothing waits
+    s.add(fake("a"))
+    assert s.admits_next()
+    s.fits = lambda reserves: sum(reserves) <= 16  # the head's KV would not fit beside the running one's
+    assert not s.admits_next()
+    assert s.schedule().prefill == [] and [r.id for r in s.waiting] == ["a"]  # and indeed it waits
+    s.fits = None
+    s.schedule()  # "a" prefills: the limit of prompts at once is reached
+    s.add(fake("b"))
+    assert not s.admits_next()
+    s.start_running(s.prefilling[0])  # two sequences in flight: the sequence limit holds "b"
+    assert not s.admits_next()
+    assert s.schedule().prefill == [] and [r.id for r in s.waiting] == ["b"]
+
+
 def test_plan_prefill_chunks_long_prompt_and_leaves_a_short_ones_share_to_it():
     a, b = fake("a", 1000), fake("b", 30)
     assert plan_prefill([a], 512) == [(a, 512)]

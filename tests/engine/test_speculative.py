@@ -11,6 +11,7 @@ import pytest
 from mlxctl.engine.engine import Engine, EngineConfig
 from mlxctl.engine.events import FinishReason
 from mlxctl.engine.sampling import SamplingParams, TokenSampler
+from mlxctl.engine.scheduler import SchedulerConfig
 from mlxctl.engine import speculative_step, speculative_undo
 from mlxctl.engine.speculative import NgramProposer, SpeculationConfig, accept, same_vocabulary
 from mlxctl.errors import BadInputError
@@ -585,6 +586,27 @@ def test_a_chunked_attention_cache_does_not_chain_checks(monkeypatch):
     prompts = [[1, 2, 3, 4, 1, 2, 3, 4, 1, 2], [5, 6, 7, 5, 6, 7, 5], [9, 9, 8, 9, 9, 8, 9, 9]]
     stats = _scripted_against_plain(monkeypatch, load, 64, prompts, 80)
     assert stats["chained"]["accepted_tokens"] > 0 and stats["chained"]["chained_checks"] == {"queued": 0, "cut": 0}
+
+
+def test_a_request_the_scheduler_would_not_admit_does_not_stop_a_chain():
+    """With room for one sequence, a second request waits until the first ends: it is no reason
+    for the first's chain to stop short, so the two chain as much submitted together as one
+    after the other (and decode the same tokens)."""
+    prompts = [[1, 2, 3, 4, 1, 2, 3, 4, 1, 2], [5, 6, 7, 5, 6, 7, 5]]
+    one_seq = dataclasses.replace(_chain(True), scheduler=SchedulerConfig(max_num_seqs=1))
+    counts, replies = {}, {}
+    for together in (False, True):
+        with Engine(lambda: tiny_loaded(), one_seq) as engine:
+            params = SamplingParams(temperature=0, max_tokens=60)
+            if together:
+                streams = [engine.submit(p, params) for p in prompts]
+                replies[together] = [s.collect().token_ids for s in streams]
+            else:
+                replies[together] = [engine.submit(p, params).collect().token_ids for p in prompts]
+            counts[together] = engine.stats()["speculative"]["chained_checks"]
+    assert replies[True] == replies[False]
+    assert counts[False]["queued"] > 0
+    assert counts[True] == counts[False]
 
 
 def _chain(on: bool) -> EngineConfig:
