@@ -4,6 +4,7 @@ sampling profiler (py-spy) watches, and a build's own figure for A/B runs of two
   python scripts/engine_rounds.py --model REF [--load-format dummy] [--dtype native]
          [--prompt-tokens 542] [--shared-prefix 27] [--max-tokens 128] [--concurrency 64]
          [--rounds 6] [--warmup 2] [--no-prefix-cache] [--min-reuse-tokens N] [--align-tokens N]
+         [--prefix-max-mib MIB]
          [--clear-every STEPS] [--pool-cap-mib MIB] [--cache-limit-mib MIB]
 
 Each round draws new random prompts (``bench_engine.prompts``: with ``--shared-prefix N`` every
@@ -45,6 +46,7 @@ def main() -> int:
     p.add_argument("--no-prefix-cache", action="store_true")
     p.add_argument("--min-reuse-tokens", type=int, default=None)
     p.add_argument("--align-tokens", type=int, default=None, help="PrefixConfig.align_tokens (0: hits kept whole)")
+    p.add_argument("--prefix-max-mib", type=int, default=None, help="the prefix cache's budget (PrefixConfig.max_bytes)")
     p.add_argument("--clear-every", type=int, default=None, help="steps between the engine's pool returns")
     p.add_argument("--pool-cap-mib", type=int, default=None, help="the pool returned after a batch change past this")
     p.add_argument("--cache-limit-mib", type=int, default=None, help="mx.set_cache_limit: MLX's own bound on the pool")
@@ -66,6 +68,8 @@ def main() -> int:
         prefix["min_reuse_tokens"] = args.min_reuse_tokens
     if args.align_tokens is not None:
         prefix["align_tokens"] = args.align_tokens
+    if args.prefix_max_mib is not None:
+        prefix["max_bytes"] = args.prefix_max_mib << 20
     returns = {} if args.clear_every is None else {"clear_cache_every": args.clear_every}
     if args.pool_cap_mib is not None:
         returns["pool_cap_bytes"] = args.pool_cap_mib << 20

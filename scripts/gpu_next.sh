@@ -26,6 +26,8 @@
 #            returning MLX's pool (--clear-every/--pool-cap-mib huge), alternating processes; then the
 #            engine with the cache on (as shipped) and off against BatchGenerator at 8, 64 and 256 streams,
 #            prompts opening with the same 27 tokens, in one process, interleaved.
+#   PART=18c: the prefix cache's cost at 256 streams: engine_rounds.py as shipped, without the cache, with a
+#            16 GiB budget (no evictions) and never returning MLX's pool, alternating processes, traced.
 #   PART=18r: after 915a0f1 (hits aligned within a prompt group): this build as shipped, with hits kept
 #            whole (--align-tokens 0), with a pool cap of 40 GiB and with MLX bounding the pool itself
 #            (mx.set_cache_limit 14 GiB, the engine never returning it), engine_rounds.py alternating
@@ -57,6 +59,9 @@
 # eleventh pass).
 # 2026-12-06 (evening): an H200 ran PART=18q at 1649608 (the dips are ragged prompt groups' first
 # shapes; returning the pool cost 13%) and the scaling table (gpu_table.sh). Next: PART=18r.
+# 2026-12-07 (later): two H100s ran PART=18g and 256 streams (benchmarks.md, seventeenth pass: the
+# prefix cache costs a tenth at 64 streams and a fifth at 256); next: PART=18c (why, at 256), then
+# PART=18r REPS=1, then PART=19b.
 # 2026-12-07: no device for most of the session; an H100 ran bench_chain.py at f6ef383 (chained
 # checks: 1.16x at 2 layers, 0.83x at 30: off by default). Next: PART=19c (why chains lose at
 # depth: compare with PART=19b's real SmolLM2), then PART=18r REPS=1 and PART=18g.
@@ -184,6 +189,19 @@ case ${PART:-19} in
   timeout 330 $PY scripts/bench_engine.py --model "$M" --dtype native --prompt-tokens 542 --shared-prefix 27 \
     --max-tokens 128 --concurrency 8,64,256 --reps ${REPS:-3} --variant nocache:prefix_cache=0 \
     --json > "$OUT/goal.json" 2> "$OUT/goal.log" ;;
+18c)  # what the prefix cache costs at 256 streams (2026-12-07, H100: 0.94-0.99x BatchGenerator with it, 1.23x
+  # without; a wave's KV, ~5.5 GB, outgrows its 4 GiB budget, so every request that ends evicts): alternating
+  # processes, as shipped, no cache, a 16 GiB budget (no evictions), and MLX's pool never returned
+  R=(scripts/engine_rounds.py --model "$M" --dtype native --prompt-tokens 542 --shared-prefix 27 --max-tokens 128
+     --concurrency 256 --rounds 3)
+  for i in $(seq "${REPS:-2}"); do
+    for v in shipped:"" nocache:"--no-prefix-cache" budget16:"--prefix-max-mib 16384" \
+        kept:"--clear-every 1000000 --pool-cap-mib 1000000"; do
+      MLXCTL_STEP_TRACE=$OUT/trace_${v%%:*}$i.jsonl timeout 100 $PY "${R[@]}" ${v#*:} >> "$OUT/rounds.jsonl" 2>> "$OUT/rounds.log"
+    done
+  done
+  for f in "$OUT"/trace_*.jsonl; do $PY scripts/step_trace.py "$f" --gap 0.03 > "${f%.jsonl}.txt" 2>&1; done
+  gzip "$OUT"/trace_*.jsonl ;;
 18q)  # are the dips MLX's pool returned (Engine._housekeeping)? then the issue's goal with the cache on
   R=(scripts/engine_rounds.py --model "$M" --dtype native --prompt-tokens 542 --shared-prefix 27 --max-tokens 128
      --concurrency 64 --rounds 8)
