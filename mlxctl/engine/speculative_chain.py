@@ -52,7 +52,7 @@ def chain(engine: Any, batch: Any, req: Any, pending: tuple[int, Any], draft: li
     import mlx.core as mx
 
     from mlxctl.engine.speculative import draw, settle
-    from mlxctl.engine.speculative_step import as_tokens, emit_row
+    from mlxctl.engine.speculative_step import as_tokens, settle_row
     from mlxctl.engine.streams import deliver_held
 
     drawn = draw(req.sampler, logits[0])
@@ -67,10 +67,8 @@ def chain(engine: Any, batch: Any, req: Any, pending: tuple[int, Any], draft: li
             engine.spec_chained["cut"] += 1
             nxt = None
         cut(batch, [len(tokens)], width + 1)
-        req.speculation.add(width, len(tokens) - 1, req.num_generated, ceiling)
-        engine.speculation.add(width, len(tokens) - 1)
-        alive = emit_row(engine, req, 0, [pending, *zip(tokens[:-1], samples[:-1])],
-                          after=0 if nxt is None else len(nxt[0]) + 1)
+        alive = settle_row(engine, req, 0, width, ceiling, pending, tokens, samples,
+                           after=0 if nxt is None else len(nxt[0]) + 1)
         deliver_held()
         pending = (tokens[-1], samples[len(tokens) - 1])
         if not alive:

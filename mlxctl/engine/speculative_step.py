@@ -206,18 +206,24 @@ def speculate(engine: Any) -> bool:
         replay(engine, batch, saved, [row[:len(tokens)] for row, (tokens, _) in zip(rows, checked)], width + 1)
     if tap is not None:
         tap.forget()  # a draft accepted whole replays nothing: its record goes too
-    keep = []
-    for i, (req, (tokens, samples)) in enumerate(zip(reqs, checked)):
-        if drafts[i]:  # a filled-out row's matches count as its next tokens, not as accepted drafts
-            accepted = min(len(tokens) - 1, len(drafts[i]))
-            req.speculation.add(len(drafts[i]), accepted, req.num_generated, ceilings[i])
-            engine.speculation.add(len(drafts[i]), accepted)
-        if emit_row(engine, req, i, [(pendings[i], first[i]), *zip(tokens[:-1], samples[:-1])]):
-            keep.append(i)
+    keep = [i for i, (req, (tokens, samples)) in enumerate(zip(reqs, checked))
+            if settle_row(engine, req, i, len(drafts[i]), ceilings[i], (pendings[i], first[i]), tokens, samples)]
     batch.tokens = as_tokens([tokens[-1] for tokens, _ in checked])
     batch.samples = [samples[-1] for _, samples in checked]
     batch.keep(keep)
     return True
+
+
+def settle_row(engine: Any, req: Any, row: int, drafted: int, ceiling: int, pending: tuple[int, Any],
+               tokens: list[int], samples: list[Any], after: int = 0) -> bool:
+    """A checked row: its draft of ``drafted`` tokens counted (a filled-out row's matches count
+    as its next tokens, not as accepted drafts), then its pending token and the ``tokens`` the
+    check kept but the last (the next pending one) emitted; False once one ends the request."""
+    if drafted:
+        accepted = min(len(tokens) - 1, drafted)
+        req.speculation.add(drafted, accepted, req.num_generated, ceiling)
+        engine.speculation.add(drafted, accepted)
+    return emit_row(engine, req, row, [pending, *zip(tokens[:-1], samples[:-1])], after)
 
 
 def emit_row(engine: Any, req: Any, row: int, emitted: list, after: int = 0) -> bool:
