@@ -13,8 +13,6 @@ from mlxctl.engine.speculative_undo import can_roll_back, cut, must_trim
 MAX_CHAIN = 16  # checks one step queues ahead of reading them, at most (chain)
 
 
-
-
 def chains(engine: Any, batch: Any, req: Any, draft: list[int]) -> bool:
     """Whether this check may be followed by the next before it is read (:func:`chain`): a
     lone request without a grammar, drafting by prompt lookup, on cache layers that a pass only
@@ -36,7 +34,7 @@ def _chainable() -> tuple[type, ...]:
 
 
 def chain(engine: Any, batch: Any, req: Any, pending: tuple[int, Any], draft: list[int], ceiling: int,
-           logits: Any) -> None:
+          logits: Any) -> None:
     """A lone request's checks, each queued before the one before it is read. A check's draft
     needs the tokens before it, so a check cannot overlap the host's work with the device's as
     plain steps do; but where a request copies a long stretch, drafts are taken whole one after
@@ -83,7 +81,8 @@ def chain(engine: Any, batch: Any, req: Any, pending: tuple[int, Any], draft: li
     batch.keep([0])
 
 
-def _next_check(engine: Any, batch: Any, req: Any, sampled: Any, width: int, ceiling: int) -> tuple[list[int], Any] | None:
+def _next_check(engine: Any, batch: Any, req: Any, sampled: Any, width: int,
+                ceiling: int) -> tuple[list[int], Any] | None:
     """The check after one of ``width`` draft tokens whose positions sampled ``sampled``
     (unread), queued as if that draft is taken whole, its positions sampled: its draft and its
     :class:`~mlxctl.engine.speculative.Drawn`, or None where there is nothing to check or no room."""

@@ -53,7 +53,7 @@ def setup(engine: Any) -> None:
     engine.spec_replay = False  # set by _rollbackable for recurrent models
     engine.speculates = spec.enabled and _rollbackable(engine)
     engine.mixer_tap, engine.spec_mixer_replays = None, 0
-    engine.spec_chained = {"queued": 0, "cut": 0}  # checks queued before the one before was read (engine/speculative_chain.py)
+    engine.spec_chained = {"queued": 0, "cut": 0}  # checks queued before the one before was read (speculative_chain)
     engine.spec_chain = spec.chain
     if engine.speculates and engine.spec_replay and spec.mixer_replay:
         from mlxctl.engine.mixer_replay import MixerTap
@@ -244,5 +244,3 @@ def as_tokens(tokens: list[int]) -> Any:
     import mlx.core as mx
 
     return mx.array(tokens, dtype=mx.int32)
-
-

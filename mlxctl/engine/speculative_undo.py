@@ -168,4 +168,3 @@ def must_trim(cache: list[Any], n: int) -> None:
     if not trim(cache, n):
         raise RuntimeError(f"speculative decoding could not cut {n} positions from a cache "
                            f"({', '.join(sorted({type(c).__name__ for c in cache}))})")
-
