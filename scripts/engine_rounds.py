@@ -5,7 +5,7 @@ sampling profiler (py-spy) watches, and a build's own figure for A/B runs of two
          [--prompt-tokens 542] [--shared-prefix 27] [--max-tokens 128] [--concurrency 64]
          [--rounds 6] [--warmup 2] [--no-prefix-cache] [--min-reuse-tokens N] [--align-tokens N]
          [--prefix-max-mib MIB]
-         [--clear-every STEPS] [--pool-cap-mib MIB] [--cache-limit-mib MIB]
+         [--clear-every STEPS] [--pool-cap-mib MIB] [--cache-limit-mib MIB] [--attention-buckets]
 
 Each round draws new random prompts (``bench_engine.prompts``: with ``--shared-prefix N`` every
 prompt opens with the same N tokens, as a chat template's system part does). Prints one JSON
@@ -18,6 +18,8 @@ engine returns the pool (``EngineConfig.clear_cache_every`` and ``pool_cap_bytes
 value of both never returns it, which tells whether the returns cost a round.
 ``--cache-limit-mib`` sets MLX's own bound on the pool (``mx.set_cache_limit``: past it, MLX
 frees buffers one by one as they are returned, instead of the engine returning all at once).
+``--attention-buckets`` rounds prefill passes' attention shapes up (``MLXCTL_ATTENTION_BUCKETS=1``,
+models/short_attention.py: on CUDA, prompt groups of new lengths then share built graphs).
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ def main() -> int:
     p.add_argument("--clear-every", type=int, default=None, help="steps between the engine's pool returns")
     p.add_argument("--pool-cap-mib", type=int, default=None, help="the pool returned after a batch change past this")
     p.add_argument("--cache-limit-mib", type=int, default=None, help="mx.set_cache_limit: MLX's own bound on the pool")
+    p.add_argument("--attention-buckets", action="store_true", help="prefill attention on rounded-up shapes (CUDA)")
     args = p.parse_args()
     if args.rounds < 1 or args.warmup < 0 or args.concurrency < 1 or args.prompt_tokens < 1:
         p.error("--rounds, --concurrency and --prompt-tokens must be at least 1, --warmup at least 0")
@@ -57,6 +60,10 @@ def main() -> int:
     import dataclasses
 
     import mlxctl
+    from mlxctl.models.short_attention import BUCKETS_ENV
+
+    if args.attention_buckets:  # read when the model is loaded
+        os.environ[BUCKETS_ENV] = "1"
     from mlxctl.engine.engine import Engine, EngineConfig
     from mlxctl.engine.scheduler import SchedulerConfig
     from mlxctl.generation import model_loader
@@ -104,8 +111,9 @@ def main() -> int:
                       "prompt_tokens": args.prompt_tokens, "shared_prefix": args.shared_prefix,
                       "max_tokens": args.max_tokens, "prefix_cache": not args.no_prefix_cache,
                       "min_reuse_tokens": args.min_reuse_tokens, "align_tokens": args.align_tokens,
-                      "clear_every": args.clear_every,
-                      "pool_cap_mib": args.pool_cap_mib, "cache_limit_mib": args.cache_limit_mib, "tps": tps, "pool_mib": pool, "pool_returns": cleared,
+                      "prefix_max_mib": args.prefix_max_mib, "clear_every": args.clear_every,
+                      "pool_cap_mib": args.pool_cap_mib, "cache_limit_mib": args.cache_limit_mib,
+                      "attention_buckets": args.attention_buckets, "tps": tps, "pool_mib": pool, "pool_returns": cleared,
                       "prefix_hits": stats.get("hits"), "prefix_evictions": stats.get("evictions"),
                       "hits_aligned": stats.get("hits_aligned")}))
     return 0

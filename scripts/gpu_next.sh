@@ -28,6 +28,8 @@
 #            prompts opening with the same 27 tokens, in one process, interleaved.
 #   PART=18c: the prefix cache's cost at 256 streams: engine_rounds.py as shipped, without the cache, with a
 #            16 GiB budget (no evictions) and never returning MLX's pool, alternating processes, traced.
+#   PART=18k: which part of the prefix cache costs (bench_prefix_parts.py) at 64 and 256 streams, shared 27 tokens.
+#   PART=18v: at 256 streams (CONC=...), alternating processes: as shipped, no cache, short hits let go, buckets.
 #   PART=18r: after 915a0f1 (hits aligned within a prompt group): this build as shipped, with hits kept
 #            whole (--align-tokens 0), with a pool cap of 40 GiB and with MLX bounding the pool itself
 #            (mx.set_cache_limit 14 GiB, the engine never returning it), engine_rounds.py alternating
@@ -70,6 +72,18 @@ OUT=${OUT:-bench-results}; mkdir -p "$OUT"
 PY=${PYTHON:-python3}
 M=/tmp/llama1b
 [ -d "$M" ] || $PY scripts/save_dummy.py --preset llama-3.2-1b --dtype bfloat16 --out "$M" >/dev/null
+alternate() {  # CONC ROUNDS TIMEOUT NAME:"ARGS"...: engine_rounds.py, one process a variant, REPS times, traced
+  local conc=$1 rounds=$2 limit=$3; shift 3
+  for i in $(seq "${REPS:-2}"); do
+    for v in "$@"; do
+      MLXCTL_STEP_TRACE=$OUT/trace_${v%%:*}$i.jsonl timeout "$limit" $PY scripts/engine_rounds.py --model "$M" \
+        --dtype native --prompt-tokens 542 --shared-prefix 27 --max-tokens 128 --concurrency "$conc" \
+        --rounds "$rounds" ${v#*:} >> "$OUT/rounds.jsonl" 2>> "$OUT/rounds.log"
+    done
+  done
+  for f in "$OUT"/trace_*.jsonl; do $PY scripts/step_trace.py "$f" --gap 0.03 > "${f%.jsonl}.txt" 2>&1; done
+  gzip "$OUT"/trace_*.jsonl
+}
 case ${PART:-19} in
 19)
   timeout 60 $PY scripts/probe_verify.py --model "$M" --widths 1,2,9,17 > "$OUT/probe_fused.txt" 2>&1
@@ -175,16 +189,8 @@ case ${PART:-19} in
     --max-tokens 128 --concurrency 64 --reps 2 --variant letgo:min_reuse_tokens=128 --variant nocache:prefix_cache=0 \
     --json > "$OUT/shared27.json" 2> "$OUT/shared27.log" ;;
 18r)  # ragged prompt groups aligned (915a0f1), and a larger pool cap, against the shipped build
-  R=(scripts/engine_rounds.py --model "$M" --dtype native --prompt-tokens 542 --shared-prefix 27 --max-tokens 128
-     --concurrency 64 --rounds 8)
-  for i in $(seq "${REPS:-2}"); do
-    for v in shipped:"" ragged:"--align-tokens 0" cap40:"--pool-cap-mib 40960" \
-        limit14:"--clear-every 1000000 --pool-cap-mib 1000000 --cache-limit-mib 14336"; do
-      MLXCTL_STEP_TRACE=$OUT/trace_${v%%:*}$i.jsonl timeout 70 $PY "${R[@]}" ${v#*:} >> "$OUT/rounds.jsonl" 2>> "$OUT/rounds.log"
-    done
-  done
-  for f in "$OUT"/trace_*.jsonl; do $PY scripts/step_trace.py "$f" --gap 0.03 > "${f%.jsonl}.txt" 2>&1; done
-  gzip "$OUT"/trace_*.jsonl ;;
+  alternate 64 8 70 shipped:"" ragged:"--align-tokens 0" cap40:"--pool-cap-mib 40960" \
+    limit14:"--clear-every 1000000 --pool-cap-mib 1000000 --cache-limit-mib 14336" ;;
 18g)  # PART=18r's goal half (a call of its own: both halves together may outrun a call's 600 s)
   timeout 330 $PY scripts/bench_engine.py --model "$M" --dtype native --prompt-tokens 542 --shared-prefix 27 \
     --max-tokens 128 --concurrency 8,64,256 --reps ${REPS:-3} --variant nocache:prefix_cache=0 \
@@ -192,16 +198,18 @@ case ${PART:-19} in
 18c)  # what the prefix cache costs at 256 streams (2026-12-07, H100: 0.94-0.99x BatchGenerator with it, 1.23x
   # without; a wave's KV, ~5.5 GB, outgrows its 4 GiB budget, so every request that ends evicts): alternating
   # processes, as shipped, no cache, a 16 GiB budget (no evictions), and MLX's pool never returned
-  R=(scripts/engine_rounds.py --model "$M" --dtype native --prompt-tokens 542 --shared-prefix 27 --max-tokens 128
-     --concurrency 256 --rounds 3)
-  for i in $(seq "${REPS:-2}"); do
-    for v in shipped:"" nocache:"--no-prefix-cache" budget16:"--prefix-max-mib 16384" \
-        kept:"--clear-every 1000000 --pool-cap-mib 1000000"; do
-      MLXCTL_STEP_TRACE=$OUT/trace_${v%%:*}$i.jsonl timeout 100 $PY "${R[@]}" ${v#*:} >> "$OUT/rounds.jsonl" 2>> "$OUT/rounds.log"
-    done
-  done
-  for f in "$OUT"/trace_*.jsonl; do $PY scripts/step_trace.py "$f" --gap 0.03 > "${f%.jsonl}.txt" 2>&1; done
-  gzip "$OUT"/trace_*.jsonl ;;
+  alternate 256 3 100 shipped:"" nocache:"--no-prefix-cache" budget16:"--prefix-max-mib 16384" \
+    kept:"--clear-every 1000000 --pool-cap-mib 1000000" ;;
+18v)  # PART=18c's answer (H200, 2026-12-07): the cost is in the steps that prefill (a group holding hits took 60-120
+  # ms a step against 30-90 fresh), not in evictions or decode steps. Hits let go (--min-reuse-tokens 128: fresh
+  # groups) and prefill shapes rounded up (--attention-buckets), against as shipped and no cache
+  alternate "${CONC:-256}" 3 100 shipped:"" nocache:"--no-prefix-cache" short:"--min-reuse-tokens 128" \
+    buckets:"--attention-buckets" ;;
+18k)  # which part of the prefix cache costs on the GPU (scripts/bench_prefix_parts.py, one process, interleaved)
+  for c in 64 256; do
+    timeout 260 $PY scripts/bench_prefix_parts.py --model "$M" --dtype native --prompt-tokens 542 --shared-prefix 27 \
+      --max-tokens 128 --concurrency $c --reps $((c == 64 ? 3 : 2)) > "$OUT/parts$c.txt" 2>&1
+  done ;;
 18q)  # are the dips MLX's pool returned (Engine._housekeeping)? then the goal with the cache on
   R=(scripts/engine_rounds.py --model "$M" --dtype native --prompt-tokens 542 --shared-prefix 27 --max-tokens 128
      --concurrency 64 --rounds 8)
