@@ -56,6 +56,8 @@ def main() -> int:
     args = p.parse_args()
     if args.rounds < 1 or args.warmup < 0 or args.concurrency < 1 or args.prompt_tokens < 1:
         p.error("--rounds, --concurrency and --prompt-tokens must be at least 1, --warmup at least 0")
+    if args.prefix_max_mib is not None and args.prefix_max_mib < 1:  # 0 would mean the default budget
+        p.error(f"--prefix-max-mib must be at least 1, got {args.prefix_max_mib}")
 
     import dataclasses
 

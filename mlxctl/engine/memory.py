@@ -243,6 +243,10 @@ class KVBudget:
         """The requests in flight with the next one (its reservation last) fit: claimed if so."""
         return self.ledger.claim(self.key, self.footprint.batch_bytes(reserves))
 
+    def would_fit(self, reserves: list[int]) -> bool:
+        """``fits`` without claiming (or marking the engine starved): a question, not a step."""
+        return self.footprint.batch_bytes(reserves) <= self.ledger.room(self.key)
+
     def settle(self, in_flight: list[int], waiting: bool) -> None:
         self.ledger.settle(self.key, self.footprint.batch_bytes(in_flight), waiting)
 
@@ -269,6 +273,7 @@ def setup(engine: Any) -> None:
     engine.memory = kv_budget(engine)
     scheduler = engine.scheduler
     scheduler.fits = engine.memory.fits if engine.memory is not None else None
+    scheduler.would_fit = engine.memory.would_fit if engine.memory is not None else None
     scheduler.settle = engine.memory.settle if engine.memory is not None else None
     wired.hold(id(engine), lambda: wired_need(engine))
 

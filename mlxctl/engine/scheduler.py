@@ -200,6 +200,7 @@ class Scheduler:
         self.one_at_a_time: set[str] = set()  # suspects after a failed step (see engine.recovery)
         self.pace = PrefillPace((cfg.prefill_step_ms or 0) / 1000)  # the engine sets it once resolved
         self.fits: Callable[[list[int]], bool] | None = None  # the memory budget's check, when there is one
+        self.would_fit: Callable[[list[int]], bool] | None = None  # the same check, claiming nothing
         self.queued_work: list[Request] = []  # the waiting requests, replaced whole (read by any thread)
         # the memory budget's record of what the requests in flight hold, after one leaves
         self.settle: Callable[[list[int], bool], None] | None = None
@@ -233,7 +234,7 @@ class Scheduler:
         inflight = [*self.running, *self.prefilling]
         if len(self.prefilling) >= self.cfg.max_prefilling or len(inflight) >= self.cfg.max_num_seqs:
             return False
-        return self.fits is None or self.fits([r.reserve for r in (*inflight, self.waiting[0])])
+        return self.would_fit is None or self.would_fit([r.reserve for r in (*inflight, self.waiting[0])])
 
     def start_running(self, req: Request) -> None:
         """A request whose prompt is done joins the decode batch."""

@@ -51,10 +51,10 @@ def test_admits_next_says_what_the_next_schedule_would_do_with_the_queue_head():
     assert not s.admits_next()  # nothing waits
     s.add(fake("a"))
     assert s.admits_next()
-    s.fits = lambda reserves: sum(reserves) <= 16  # the head's KV would not fit beside the running one's
+    s.fits = s.would_fit = lambda reserves: sum(reserves) <= 16  # the head's KV would not fit beside the running one's
     assert not s.admits_next()
     assert s.schedule().prefill == [] and [r.id for r in s.waiting] == ["a"]  # and indeed it waits
-    s.fits = None
+    s.fits = s.would_fit = None
     s.schedule()  # "a" prefills: the limit of prompts at once is reached
     s.add(fake("b"))
     assert not s.admits_next()

@@ -10,7 +10,7 @@ import threading
 import pytest
 
 from mlxctl.engine.engine import Engine, EngineConfig
-from mlxctl.engine.memory import KVFootprint, MemoryLedger
+from mlxctl.engine.memory import KVBudget, KVFootprint, MemoryLedger
 from mlxctl.engine.prefix_config import PrefixConfig
 from mlxctl.engine.sampling import SamplingParams
 from mlxctl.engine.wired import model_bytes
@@ -127,3 +127,17 @@ def test_a_pinned_engine_bounds_what_the_others_may_ever_get():
     finally:
         first.shutdown()
         second.shutdown()
+
+
+def test_would_fit_answers_without_claiming_or_marking_the_engine_starved():
+    """The scheduler asks whether its queue head would be admitted (``admits_next``) without
+    taking the decision: nothing is claimed, nobody is marked waiting or woken."""
+    ledger, woken = MemoryLedger(100_000), []
+    ledger.join(1, 1000, lambda: woken.append(1))
+    ledger.join(2, 1000, lambda: woken.append(2))
+    footprint = KVFootprint(per_token=10)  # a sequence reserves whole steps of 256 positions: 2560 bytes
+    budget = KVBudget(ledger, 2, {"weights": 1000}, footprint, 4096)
+    assert ledger.claim(1, 95_000)  # engine 1 leaves 3000 bytes of room: one sequence, not two
+    assert budget.would_fit([50]) and not budget.would_fit([50, 60])
+    assert ledger.claims.get(2, 0) == 0 and ledger.shortfall() == 0 and woken == []
+    assert not budget.fits([50, 60]) and ledger.shortfall() > 0  # the deciding check marks it waiting

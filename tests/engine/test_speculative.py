@@ -12,7 +12,7 @@ from mlxctl.engine.engine import Engine, EngineConfig
 from mlxctl.engine.events import FinishReason
 from mlxctl.engine.sampling import SamplingParams, TokenSampler
 from mlxctl.engine.scheduler import SchedulerConfig
-from mlxctl.engine import speculative_step, speculative_undo
+from mlxctl.engine import speculative_undo
 from mlxctl.engine.speculative import NgramProposer, SpeculationConfig, accept, same_vocabulary
 from mlxctl.errors import BadInputError
 from tests.engine.tiny import assert_same, tiny_loaded
