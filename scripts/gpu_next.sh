@@ -29,6 +29,8 @@
 #   PART=18c: the prefix cache's cost at 256 streams: engine_rounds.py as shipped, without the cache, with a
 #            16 GiB budget (no evictions) and never returning MLX's pool, alternating processes, traced.
 #   PART=18k: which part of the prefix cache costs (bench_prefix_parts.py) at 64 and 256 streams, shared 27 tokens.
+#   PART=18m: groups of equal hits merged from the rows' stackings: probe_tails.py, then 64 and 256 streams
+#            against .old (the build before) and no cache.
 #   PART=18v: at 256 streams (CONC=...), alternating processes: as shipped, no cache, short hits let go, buckets.
 #   PART=18r: after 915a0f1 (hits aligned within a prompt group): this build as shipped, with hits kept
 #            whole (--align-tokens 0), with a pool cap of 40 GiB and with MLX bounding the pool itself
@@ -205,6 +207,20 @@ case ${PART:-19} in
   # groups) and prefill shapes rounded up (--attention-buckets), against as shipped and no cache
   alternate "${CONC:-256}" 3 100 shipped:"" nocache:"--no-prefix-cache" short:"--min-reuse-tokens 128" \
     buckets:"--attention-buckets" ;;
+18m)  # a group of equal hits merged from the rows' stackings (batch.merged_hits) against layer by layer: the
+  # prefill itself (probe_tails.py), then engine_rounds.py at 64 and 256 streams against the build before it
+  # (carry .old = `git archive be904eb mlxctl`) and without the cache, one process each, alternating
+  timeout 60 $PY scripts/probe_tails.py --model "$M" --dtype native --reps 7 > "$OUT/tails.txt" 2>&1
+  for c in 64 256; do
+    for i in $(seq $((c == 64 ? 2 : 1))); do
+      for v in before:"" after:"" nocache:"--no-prefix-cache"; do
+        [ "$c" = 256 ] && [ "${v%%:*}" = nocache ] && continue
+        pp=$PYTHONPATH; [ "${v%%:*}" = before ] && pp=$PWD/.old:$PYTHONPATH
+        PYTHONPATH=$pp timeout 100 $PY scripts/engine_rounds.py --model "$M" --dtype native --prompt-tokens 542 \
+          --shared-prefix 27 --max-tokens 128 --concurrency $c --rounds 3 ${v#*:} >> "$OUT/rounds.jsonl" 2>> "$OUT/rounds.log"
+      done
+    done
+  done ;;
 18k)  # which part of the prefix cache costs on the GPU (scripts/bench_prefix_parts.py, one process, interleaved)
   for c in 64 256; do
     timeout 260 $PY scripts/bench_prefix_parts.py --model "$M" --dtype native --prompt-tokens 542 --shared-prefix 27 \

@@ -152,6 +152,40 @@ class StackedRow:
         self.keys, self.values = keys, values
 
 
+class HitCache(list):
+    """A request's per-layer plain KV caches rebuilt from prefix-cache blocks (engine/prefix.py),
+    each layer a view of one stacking of all layers (``stacked``, a :class:`StackedRow`)."""
+
+    __slots__ = ("stacked",)
+
+    def __init__(self, layers: list[Any], stacked: StackedRow):
+        super().__init__(layers)
+        self.stacked = stacked
+
+
+def merged_hits(caches: list[list[Any]]) -> list[BatchKVCache] | None:
+    """A prompt group's batched caches where every row holds a prefix-cache hit of one length
+    and nothing more (a :class:`HitCache` at the length it was rebuilt at, or cut back): each
+    side is one concatenation of the rows' stackings, every layer a view of it. Merging layer by
+    layer (``BatchKVCache.merge``) writes each row of each layer on its own, two operations a row
+    and layer, each a launch on a GPU. None where the rows do not qualify."""
+    if not caches or any(not isinstance(c, HitCache) for c in caches):
+        return None
+    n = caches[0][0].offset
+    if not n or any(type(layer) is not KVCache or layer.offset != n for c in caches for layer in c) or \
+            any(c.stacked.keys.shape[0] != len(c) or c.stacked.keys.shape[3] < n for c in caches):
+        return None
+    keys = mx.concatenate([c.stacked.keys[..., :n, :] for c in caches], axis=1)  # (layers, rows, heads, n, dim)
+    values = mx.concatenate([c.stacked.values[..., :n, :] for c in caches], axis=1)
+    merged = []
+    for i in range(keys.shape[0]):
+        layer = BatchKVCache([0] * len(caches))
+        layer.keys, layer.values, layer._idx = keys[i], values[i], n
+        layer.offset += n
+        merged.append(layer)
+    return merged
+
+
 def stacked_rows(cache: list[Any], left: list[int] | None) -> list[StackedRow] | None:
     """Every row of a batched group's cache as a :class:`StackedRow`, all sliced from one
     stacking of the group's layers (one copy per group, where extracting costs one per row

@@ -27,7 +27,7 @@ from typing import Any, Iterator
 import mlx.core as mx
 from mlx_lm.models.cache import can_trim_prompt_cache, trim_prompt_cache
 
-from mlxctl.engine.batch import StackedRow, uniform_kv
+from mlxctl.engine.batch import HitCache, StackedRow, uniform_kv
 from mlxctl.engine.checkpoints import MARKER, CacheLayout, CheckpointPayload, cut_points, turn_end_ids
 from mlxctl.engine.kv import snapshot
 from mlxctl.engine.kv.quantized import QuantizedKV, make_cache
@@ -289,7 +289,9 @@ class PrefixReuse:
             for i, state in zip(self.layout.whole, hit.checkpoint.payload.states):
                 snapshot.restore(cache[i], state)
         if payloads and self.layout.cut:
-            _fill_kv([cache[i] for i in self.layout.cut], payloads)
+            stacked = _fill_kv([cache[i] for i in self.layout.cut], payloads)
+            if stacked is not None and len(self.layout.cut) == len(cache):  # (a group of such rows merges at once)
+                return HitCache(cache, StackedRow(*stacked))
         return cache
 
     def _payload(self, cache: list[Any], start: int, end: int, memo: dict | None = None) -> KVBlockPayload:
@@ -337,26 +339,28 @@ def _span(part: Any, start: int, end: int) -> Any:
     return mx.contiguous(part[..., start:end, :])
 
 
-def _fill_kv(layers: list[Any], payloads: list[KVBlockPayload]) -> None:
+def _fill_kv(layers: list[Any], payloads: list[KVBlockPayload]) -> tuple[mx.array, mx.array] | None:
     """Concatenate the payloads' keys and values into the (empty) plain KV ``layers``; quantised
-    layers (``--kv-bits``) take the blocks' triples as they are."""
+    layers (``--kv-bits``) take the blocks' triples as they are. Returns the keys and values of
+    every layer stacked, where the layers are views of them (blocks kept stacked), else None."""
     if isinstance(layers[0], QuantizedKV):
         for i, layer in enumerate(layers):
             sides = [p.layers[i] for p in payloads]
             layer.fill(*(tuple(mx.concatenate([s[side][j] for s in sides], axis=2) for j in range(3))
                          for side in (0, 1)))
-        return
+        return None
     if all(p.stacked is not None for p in payloads):  # one concatenation per side
         keys = mx.concatenate([p.stacked[0] for p in payloads], axis=3)
         values = mx.concatenate([p.stacked[1] for p in payloads], axis=3)
         for i, layer in enumerate(layers):  # each layer holds its slice as it is: no buffer zeroed and filled again
             layer.keys, layer.values, layer.offset = keys[i], values[i], keys.shape[3]
-        return
+        return keys, values
     for i, layer in enumerate(layers):
         parts = [p.layer(i) for p in payloads]
         keys = mx.concatenate([k for k, _ in parts], axis=2)
         values = mx.concatenate([v for _, v in parts], axis=2)
         layer.update_and_fetch(keys, values)
+    return None
 
 
 def _kv_shape(model: Any, cache: list[Any], cut: tuple[int, ...]) -> tuple[Any, int]:

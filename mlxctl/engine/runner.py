@@ -28,7 +28,7 @@ from contextlib import nullcontext
 from typing import Any, ContextManager
 
 import mlx.core as mx
-from mlxctl.engine.batch import DecodeBatch
+from mlxctl.engine.batch import DecodeBatch, merged_hits
 from mlxctl.engine.constraints import advance_all, constraint_masks
 from mlxctl.engine.kv.quantized import make_cache
 from mlxctl.engine.kv_config import KVQuant
@@ -116,7 +116,7 @@ class ModelRunner:
         (mlx-lm's BatchKVCache ``prepare(right_padding=...)`` / ``finalize``); then one pass of
         the last tokens gives each row's logits."""
         caches = [r.cache if r.cache is not None else self.new_cache() for r in reqs]
-        cache = [type(layers[0]).merge(list(layers)) for layers in zip(*caches)]
+        cache = merged_hits(caches) or [type(layers[0]).merge(list(layers)) for layers in zip(*caches)]
         tails = [r.prefill_tokens[r.num_prefilled:] for r in reqs]
         left = [max(r.num_prefilled for r in reqs) - r.num_prefilled for r in reqs]  # merge aligns the ends
         longest = max(len(t) for t in tails) - 1

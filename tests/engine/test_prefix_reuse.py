@@ -299,3 +299,77 @@ def test_blocks_kept_together_are_copied_in_one_evaluation(monkeypatch):
             assert mx.array_equal(restored.keys[..., : len(prompt), :], kept.keys[..., : len(prompt), :])
             assert mx.array_equal(restored.values[..., : len(prompt), :], kept.values[..., : len(prompt), :])
         reuse.forget(req)
+
+
+def test_merged_hits_builds_what_mlx_lm_merge_builds():
+    """Rows rebuilt from prefix-cache blocks (``HitCache``), cut back to one length as
+    ``align_hits`` does, merge from their stackings into the caches ``BatchKVCache.merge``
+    builds layer by layer: the same keys, values, offsets and padding, and the same after the
+    next tokens go in. Rows of other lengths, or a row that is not a hit, are left to merge."""
+    import mlx.core as mx
+    from mlx_lm.models.cache import BatchKVCache, KVCache, trim_prompt_cache
+
+    from mlxctl.engine.batch import HitCache, StackedRow, merged_hits
+
+    def hit(n: int, seed: int) -> HitCache:
+        keys = mx.random.normal((3, 1, 2, n, 4), key=mx.random.key(seed))
+        values = mx.random.normal((3, 1, 2, n, 4), key=mx.random.key(seed + 100))
+        layers = []
+        for i in range(3):
+            layer = KVCache()
+            layer.keys, layer.values, layer.offset = keys[i], values[i], n
+            layers.append(layer)
+        return HitCache(layers, StackedRow(keys, values))
+
+    rows = [hit(7, 1), hit(5, 2), hit(5, 3)]
+    trim_prompt_cache(rows[0], 2)  # cut back to the group's least
+    fast, slow = merged_hits(rows), [BatchKVCache.merge(list(layers)) for layers in zip(*rows)]
+    assert fast is not None and len(fast) == len(slow) == 3
+    new_k = mx.random.normal((3, 2, 3, 4), key=mx.random.key(7))
+    new_v = mx.random.normal((3, 2, 3, 4), key=mx.random.key(8))
+    for f, s in zip(fast, slow):
+        assert f._idx == s._idx == 5
+        assert f.offset.tolist() == s.offset.tolist() == [5, 5, 5]
+        assert f.left_padding.tolist() == s.left_padding.tolist() == [0, 0, 0]
+        for a, b in zip(f.keys_and_values(), s.keys_and_values()):
+            assert mx.array_equal(a, b)
+        for a, b in zip(f.update_and_fetch(new_k, new_v), s.update_and_fetch(new_k, new_v)):
+            assert a.shape == (3, 2, 8, 4) and mx.array_equal(a, b)
+    assert merged_hits([hit(7, 1), hit(5, 2)]) is None  # ragged: merged with padding, layer by layer
+    assert merged_hits([hit(5, 1), list(hit(5, 2))]) is None  # a row that is no hit
+    chunked = hit(5, 3)
+    for layer in chunked:  # a row that ran part of its prompt after the hit
+        layer.update_and_fetch(mx.zeros((1, 2, 2, 4)), mx.zeros((1, 2, 2, 4)))
+    assert merged_hits([hit(7, 1), chunked]) is None  # its 7 tokens are more than its stacking holds
+
+
+def test_a_group_of_equal_hits_merges_from_the_stackings_and_answers_the_same(monkeypatch):
+    """Prompts opening with one system part, prefilled together after it was kept: every row
+    holds a hit of one length, so the group's caches come from ``merged_hits`` (one
+    concatenation a side), and the answers, logprobs included, are an uncached engine's."""
+    from mlxctl.engine import runner
+
+    merged = []
+
+    def spy(caches):
+        out = real(caches)
+        merged.append(out is not None)
+        return out
+
+    real = runner.merged_hits
+    monkeypatch.setattr(runner, "merged_hits", spy)
+    loaded = tiny_loaded()
+    gate = StepGate(lambda: False)
+    on = Engine(lambda: loaded, EngineConfig(prefix=PrefixConfig(block_size=4), fault_hook=gate)).start()
+    off = engine_with(False)
+    try:
+        on.submit(SYSTEM + [40], GREEDY).collect()
+        prompts = [SYSTEM + [50 + i, 51, 52] for i in range(3)]
+        streams, done = _together(on, gate, prompts, EXACT, busy_prompt=(63, 62))
+        assert [d.usage.cached_tokens for d in done] == [29, 29, 29]
+        assert merged == [True]
+        for got, prompt in zip(done, prompts):
+            assert_same(got, off.submit(prompt, EXACT).collect())
+    finally:
+        gate.release()
+        on.shutdown(), off.shutdown()
