@@ -349,9 +349,9 @@ def _fill_kv(layers: list[Any], payloads: list[KVBlockPayload]) -> tuple[mx.arra
             layer.fill(*(tuple(mx.concatenate([s[side][j] for s in sides], axis=2) for j in range(3))
                          for side in (0, 1)))
         return None
-    if all(p.stacked is not None for p in payloads):  # one concatenation per side
-        keys = mx.concatenate([p.stacked[0] for p in payloads], axis=3)
-        values = mx.concatenate([p.stacked[1] for p in payloads], axis=3)
+    if all(p.stacked is not None for p in payloads):  # one concatenation per side (none for one block)
+        keys, values = payloads[0].stacked if len(payloads) == 1 else \
+            (mx.concatenate([p.stacked[side] for p in payloads], axis=3) for side in (0, 1))
         for i, layer in enumerate(layers):  # each layer holds its slice as it is: no buffer zeroed and filled again
             layer.keys, layer.values, layer.offset = keys[i], values[i], keys.shape[3]
         return keys, values
