@@ -69,6 +69,9 @@
 # 2026-12-07: no device for most of the session; an H100 ran bench_chain.py at f6ef383 (chained
 # checks: 1.16x at 2 layers, 0.83x at 30: off by default). Next: PART=19c (why chains lose at
 # depth: compare with PART=19b's real SmolLM2), then PART=18r REPS=1 and PART=18g.
+# 2026-12-07 (third session): an H200 ran PART=18c and 18g at 4b9b8ab (benchmarks.md, eighteenth pass: the cache's
+# cost is in the steps that prefill groups holding hits); then no device came. Next: PART=18m (merged hits,
+# 5df979d, against .old = be904eb), then PART=18k, then PART=19b.
 set -uo pipefail
 OUT=${OUT:-bench-results}; mkdir -p "$OUT"
 PY=${PYTHON:-python3}

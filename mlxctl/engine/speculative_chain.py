@@ -16,21 +16,22 @@ MAX_CHAIN = 16  # checks one step queues ahead of reading them, at most (chain)
 def chains(engine: Any, batch: Any, req: Any, draft: list[int]) -> bool:
     """Whether this check may be followed by the next before it is read (:func:`chain`): a
     lone request without a grammar, drafting by prompt lookup, on cache layers that a pass only
-    appends to (:func:`_chainable`: a chunked-attention cache, llama4's, drops its front at the start
+    appends to (:func:`_all_chainable`: a chunked-attention cache, llama4's, drops its front at the start
     of a pass by the offset it sees, which a queued check would make too large)."""
     return bool(draft) and engine.spec_chain and not batch.batched and len(batch) == 1 \
         and req.constraint is None and hasattr(req.proposer, "following") \
-        and all(type(c) in _chainable() for c in batch.caches)
+        and _all_chainable(batch.caches)
 
 
-def _chainable() -> tuple[type, ...]:
-    """Cache layers whose forward changes nothing a cut cannot undo: plain and quantised KV, and
-    sliding windows (cut only until they fill: ``can_roll_back``)."""
+def _all_chainable(caches: list[Any]) -> bool:
+    """Whether every layer is one whose forward changes nothing a cut cannot undo: plain and
+    quantised KV, and sliding windows (cut only until they fill: ``can_roll_back``)."""
     from mlx_lm.models.cache import RotatingKVCache
 
     from mlxctl.engine.batch import PLAIN_KV
 
-    return (*PLAIN_KV, RotatingKVCache)
+    kinds = (*PLAIN_KV, RotatingKVCache)
+    return all(type(c) in kinds for c in caches)
 
 
 def chain(engine: Any, batch: Any, req: Any, pending: tuple[int, Any], draft: list[int], ceiling: int,
