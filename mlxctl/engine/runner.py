@@ -28,7 +28,7 @@ from contextlib import nullcontext
 from typing import Any, ContextManager
 
 import mlx.core as mx
-from mlxctl.engine.batch import DecodeBatch, merged_hits
+from mlxctl.engine.batch import DecodeBatch, HitCache, merged_hits
 from mlxctl.engine.constraints import advance_all, constraint_masks
 from mlxctl.engine.kv.quantized import make_cache
 from mlxctl.engine.kv_config import KVQuant
@@ -52,6 +52,8 @@ class ModelRunner:
         """Run the next ``n`` prompt tokens; when the prompt is done, sample the first token."""
         if req.cache is None:
             req.cache = self.new_cache()
+        elif isinstance(req.cache, HitCache):  # alone, the layers go on by themselves: the stacking would
+            req.cache = list(req.cache)  # hold a second copy of the hit for as long as the request runs
         start = req.num_prefilled
         chunk = mx.array(req.prefill_tokens[start : start + n])[None]
         embeds = self._embeddings(req, start, n) if req.images else None

@@ -346,7 +346,8 @@ def test_merged_hits_builds_what_mlx_lm_merge_builds():
 def test_a_group_of_equal_hits_merges_from_the_stackings_and_answers_the_same(monkeypatch):
     """Prompts opening with one system part, prefilled together after it was kept: every row
     holds a hit of one length, so the group's caches come from ``merged_hits`` (one
-    concatenation a side), and the answers, logprobs included, are an uncached engine's."""
+    concatenation a side), and the answers, logprobs included, are an uncached engine's, with
+    tails of several lengths (right-padded and rolled into place)."""
     from mlxctl.engine import runner
 
     merged = []
@@ -364,7 +365,7 @@ def test_a_group_of_equal_hits_merges_from_the_stackings_and_answers_the_same(mo
     off = engine_with(False)
     try:
         on.submit(SYSTEM + [40], GREEDY).collect()
-        prompts = [SYSTEM + [50 + i, 51, 52] for i in range(3)]
+        prompts = [SYSTEM + [50 + i] * (1 + 2 * i) for i in range(3)]  # tails of 1, 3 and 5: right-padded
         streams, done = _together(on, gate, prompts, EXACT, busy_prompt=(63, 62))
         assert [d.usage.cached_tokens for d in done] == [29, 29, 29]
         assert merged == [True]
@@ -373,3 +374,29 @@ def test_a_group_of_equal_hits_merges_from_the_stackings_and_answers_the_same(mo
     finally:
         gate.release()
         on.shutdown(), off.shutdown()
+
+
+def test_a_hit_prefilled_alone_lets_its_stacking_go():
+    """A request rebuilt from several blocks and prefilled alone (a chunk, or its whole tail)
+    turns back into plain layers: the stacking its layers were views of would otherwise hold a
+    second copy of the hit for as long as the request runs (it joins the batch with its cache)."""
+    from mlxctl.engine.batch import HitCache
+
+    loaded = tiny_loaded()
+    on = Engine(lambda: loaded, EngineConfig(prefix=PrefixConfig(block_size=4))).start()
+    try:
+        on.submit(SYSTEM + [40], GREEDY).collect()
+        seen = []
+        real = on.runner.prefill
+
+        def spy(req, n):
+            seen.append(isinstance(req.cache, HitCache))
+            out = real(req, n)
+            seen.append(isinstance(req.cache, HitCache))
+            return out
+
+        on.runner.prefill = spy
+        assert on.submit(SYSTEM + [50, 51], GREEDY).collect().usage.cached_tokens == 29
+        assert seen == [True, False]  # rebuilt from blocks, then plain once it ran
+    finally:
+        on.shutdown()
