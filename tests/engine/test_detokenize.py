@@ -1,5 +1,5 @@
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
@@ -103,7 +103,11 @@ def test_work_per_token_is_bounded(tokenizer):
 
 @settings(max_examples=200, deadline=None)
 @given(text=st.text(st.characters(exclude_categories=("Cs",), exclude_characters="\ufffd")))
+@example(text="a" + END)  # (the case CI drew once: left out, not failed)
 def test_any_unicode_text_streams_exactly(tokenizer, text):
+    # a special token's own text (the fixture's "<|end|>") encodes to that token, which streamed
+    # text leaves out by design (skip_special_tokens): not text this property is about
+    assume(END not in text)
     ids = tokenizer.encode(text)
     chunks = stream(IncrementalDetokenizer(tokenizer), ids)
     assert "".join(chunks) == tokenizer.decode(ids) == text
