@@ -19,14 +19,14 @@ import statistics
 import sys
 import time
 
+from bench_engine import add_model_args, loaded_model
+
 SCHEMA = {"type": "object", "properties": {"story": {"type": "string"}}, "required": ["story"]}
 
 
 def parse() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", default=None)
-    p.add_argument("--load-format", default="auto", choices=("auto", "dummy"))
-    p.add_argument("--dtype", default="auto")
+    add_model_args(p)
     p.add_argument("--max-tokens", type=int, default=128)
     p.add_argument("--batch", default="1,8")
     p.add_argument("--reps", type=int, default=3)
@@ -50,9 +50,8 @@ def main() -> int:
     args = parse()
     from mlxctl.api.prompt import chat_messages, render_chat
     from mlxctl.engine.engine import Engine
-    from mlxctl.generation import model_loader
 
-    loaded = model_loader(args.model, args.dtype, None, args.load_format)()
+    loaded = loaded_model(args, quiet=True)
     prompt = render_chat(loaded.tokenizer, chat_messages("Tell a long story as JSON: {\"story\": ...}"))
     result = {"model": loaded.name, "max_tokens": args.max_tokens, "runs": {}}
     with Engine(lambda: loaded) as engine:

@@ -16,7 +16,8 @@ Every shape is run once before it is measured (first runs compile kernels).
 ``--variant`` adds an engine with other settings on the same loaded model, measured in the same
 interleaved rounds (keys: prefill_chunk, max_prefilling, prefill_step_ms, pool_cap_bytes, speculative,
 num_draft_tokens, max_rows (the largest batch that speculates), grow (1: ngram drafts grow),
-chain (0: each speculative check read before the next is queued), kv_bits), so an engine
+chain (0: each speculative check read before the next is queued), measured (0: check whenever a
+draft is likely, without the policy), kv_bits), so an engine
 setting is compared side by side, e.g. ``--variant clear-always:pool_cap_bytes=0``. Two keys change the load instead (at concurrency C):
 ``arrival_ms=T`` submits the C requests spread evenly over T ms, as a burst reaches a server
 one by one; ``gil_busy_pct=P`` runs a thread of pure Python holding the GIL P% of the time
@@ -41,11 +42,37 @@ import time
 PROMPT = "Write a long story about a dragon who learns to cook. Describe every dish in detail."
 
 
+def add_model_args(p: argparse.ArgumentParser, required: bool = False, model_help: str | None = None,
+                   formats: tuple[str, ...] | None = ("auto", "dummy")) -> None:
+    """``--model``, ``--load-format`` and ``--dtype``, as every script here that loads a model takes
+    them (``loaded_model`` loads it). ``formats=None``: --load-format is checked only by the loader."""
+    p.add_argument("--model", required=required, default=None, help=model_help)
+    p.add_argument("--load-format", default="auto", choices=formats)
+    p.add_argument("--dtype", default="auto")
+
+
+def add_batch_args(p: argparse.ArgumentParser, max_tokens: int) -> None:
+    """The rounds of random prompts (``prompts``) a script sends at once: their length, shared opening,
+    reply length and how many."""
+    p.add_argument("--prompt-tokens", type=int, default=542)
+    p.add_argument("--shared-prefix", type=int, default=0)
+    p.add_argument("--max-tokens", type=int, default=max_tokens)
+    p.add_argument("--concurrency", type=int, default=64)
+
+
+def loaded_model(args: argparse.Namespace, quiet: bool = False, **options):
+    """The model ``add_model_args``' options name, loaded on this thread; its progress printed on
+    stderr unless ``quiet``. ``options`` go to ``model_loader`` as they are (only those given: an
+    older build's loader, under PYTHONPATH, may not take them)."""
+    from mlxctl.generation import model_loader
+
+    progress = None if quiet else lambda m: print(m, file=sys.stderr)
+    return model_loader(args.model, args.dtype, progress, args.load_format, **options)()
+
+
 def parse() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", default=None, help="model reference, or a preset with --load-format dummy")
-    p.add_argument("--load-format", default="auto", choices=("auto", "dummy"))
-    p.add_argument("--dtype", default="auto")
+    add_model_args(p, model_help="model reference, or a preset with --load-format dummy")
     p.add_argument("--moe-top-k", type=int, default=None, help="route MoE models to K experts per token")
     p.add_argument("--prompt-tokens", type=int, default=0, help="random prompt of N tokens (0: a chat prompt)")
     p.add_argument("--shared-prefix", type=int, default=0,
@@ -263,13 +290,13 @@ def engine_configs(args, sizes: list[int]) -> dict:
                 engine["kv"] = KVQuant(int(value), 64)
             elif key in ("arrival_ms", "gil_busy_pct"):
                 LOADS.setdefault(f"engine[{name}]", {})[key] = int(value)
-            elif key in ("speculative", "num_draft_tokens", "max_rows", "grow", "chain"):
+            elif key in ("speculative", "num_draft_tokens", "max_rows", "grow", "chain", "measured"):
                 speculation["mode" if key == "speculative" else key] = value if key == "speculative" else \
-                    bool(int(value)) if key in ("grow", "chain") else int(value)
+                    bool(int(value)) if key in ("grow", "chain", "measured") else int(value)
             else:
                 raise SystemExit(f"--variant {spec}: unknown setting {key!r} (prefill_chunk, max_prefilling, "
                                  "prefill_step_ms, pool_cap_bytes, speculative, num_draft_tokens, max_rows, grow, chain, "
-                                 "kv_bits, prefix_cache, min_reuse_tokens, align_tokens, arrival_ms, gil_busy_pct)")
+                                 "measured, kv_bits, prefix_cache, min_reuse_tokens, align_tokens, arrival_ms, gil_busy_pct)")
         configs[f"engine[{name}]"] = dataclasses.replace(
             base, scheduler=dataclasses.replace(base.scheduler, **scheduler),
             speculation=dataclasses.replace(base.speculation, **speculation),
@@ -291,12 +318,10 @@ def summarise(runs: dict, same) -> dict:
 def main() -> int:
     args = parse()
     from mlxctl.engine.engine import Engine
-    from mlxctl.generation import model_loader
 
     sizes = [int(c) for c in args.concurrency.split(",") if c]
     configs = engine_configs(args, sizes)
-    loaded = model_loader(args.model, args.dtype, lambda m: print(m, file=sys.stderr), args.load_format,
-                          args.moe_top_k)()
+    loaded = loaded_model(args, moe_top_k=args.moe_top_k)
     engines = {name: Engine(lambda: loaded, config).start() for name, config in configs.items()}
     result = provenance(args, loaded)
     result["single"] = measured(lambda: run_single(loaded, engines, prompts(loaded, args.prompt_tokens, 1)[0], args))

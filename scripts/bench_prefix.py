@@ -20,6 +20,8 @@ import json
 import statistics
 import sys
 
+from bench_engine import add_model_args, loaded_model
+
 SYSTEM = ("You are a coding agent. Follow the repository's conventions, keep changes small, "
           "explain each step, and run the tests after every edit. ")
 QUESTIONS = ["List the files you would read first.", "What does the engine do each step?",
@@ -29,9 +31,7 @@ QUESTIONS = ["List the files you would read first.", "What does the engine do ea
 
 def parse() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", default=None)
-    p.add_argument("--load-format", default="auto")
-    p.add_argument("--dtype", default="auto")
+    add_model_args(p, formats=None)
     p.add_argument("--prefix-tokens", type=int, default=2000)
     p.add_argument("--turns", type=int, default=6)
     p.add_argument("--json", action="store_true")
@@ -118,12 +118,11 @@ def _shared(a, b) -> int:
 def main() -> int:
     args = parse()
     from mlxctl.engine.engine import Engine
-    from mlxctl.generation import model_loader
 
     from mlxctl.engine.engine import EngineConfig
     from mlxctl.engine.prefix_config import PrefixConfig
 
-    loaded = model_loader(args.model, args.dtype, None, args.load_format)()
+    loaded = loaded_model(args, quiet=True)
     with Engine(lambda: loaded, EngineConfig(prefix=PrefixConfig(bits=args.bits))) as engine:
         result = {"model": loaded.name, "block_size": engine.prefix.cache.block_size, "bits": args.bits,
                   "cold_vs_warm": cold_vs_warm(engine, loaded.tokenizer, args.prefix_tokens),

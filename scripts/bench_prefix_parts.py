@@ -23,20 +23,15 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from bench_engine import engine_batch, prompts  # noqa: E402
+from bench_engine import add_batch_args, add_model_args, engine_batch, loaded_model, prompts  # noqa: E402
 
 PARTS = {"no prompts remembered": "remember_prompt", "no lookups": "attach", "no answers remembered": "remember_answer"}
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--model", required=True)
-    p.add_argument("--load-format", choices=["auto", "dummy"], default="auto")
-    p.add_argument("--dtype", default="auto")
-    p.add_argument("--prompt-tokens", type=int, default=542)
-    p.add_argument("--shared-prefix", type=int, default=0)
-    p.add_argument("--max-tokens", type=int, default=32)
-    p.add_argument("--concurrency", type=int, default=64)
+    add_model_args(p, required=True)
+    add_batch_args(p, max_tokens=32)
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--let-go", type=int, default=128, help="the short-hits-let-go contender's min_reuse_tokens")
     args = p.parse_args()
@@ -44,9 +39,8 @@ def main() -> int:
 
     from mlxctl.engine.engine import Engine, EngineConfig
     from mlxctl.engine.scheduler import SchedulerConfig
-    from mlxctl.generation import model_loader
 
-    loaded = model_loader(args.model, args.dtype, lambda m: print(m, file=sys.stderr), args.load_format)()
+    loaded = loaded_model(args)
     on = EngineConfig(SchedulerConfig(max_num_seqs=max(16, args.concurrency), max_prefilling=8, prefill_chunk=4096))
     off = dataclasses.replace(on, prefix=dataclasses.replace(on.prefix, enabled=False))
     engines = {"cache on": Engine(lambda: loaded, on).start()}

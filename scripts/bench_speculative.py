@@ -42,7 +42,7 @@ def parse() -> argparse.Namespace:
                    help="also ngram with growing drafts (a draft taken whole doubles the next) at each --draft size")
     p.add_argument("--chain-ab", action="store_true",
                    help="also ngram with checks chained and with each check read before the next is queued "
-                        "(SpeculationConfig.chain on and off; by default it is on only on a GPU), at each --draft size")
+                        "(SpeculationConfig.chain on and off; off by default, MLXCTL_CHAIN_CHECKS=1), at each --draft size")
     p.add_argument("--draft-model", default=None, help="also --speculative draft with this model, at each --draft size")
     p.add_argument("--draft-dtype", default="auto")
     p.add_argument("--batch", type=int, default=1,

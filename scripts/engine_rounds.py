@@ -31,18 +31,13 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from bench_engine import engine_batch, prompts  # noqa: E402
+from bench_engine import add_batch_args, add_model_args, engine_batch, loaded_model, prompts  # noqa: E402
 
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--model", required=True)
-    p.add_argument("--load-format", choices=["auto", "dummy"], default="auto")
-    p.add_argument("--dtype", default="auto")
-    p.add_argument("--prompt-tokens", type=int, default=542)
-    p.add_argument("--shared-prefix", type=int, default=0)
-    p.add_argument("--max-tokens", type=int, default=128)
-    p.add_argument("--concurrency", type=int, default=64)
+    add_model_args(p, required=True)
+    add_batch_args(p, max_tokens=128)
     p.add_argument("--rounds", type=int, default=6)
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--no-prefix-cache", action="store_true")
@@ -68,9 +63,8 @@ def main() -> int:
         os.environ[BUCKETS_ENV] = "1"
     from mlxctl.engine.engine import Engine, EngineConfig
     from mlxctl.engine.scheduler import SchedulerConfig
-    from mlxctl.generation import model_loader
 
-    loaded = model_loader(args.model, args.dtype, lambda m: print(m, file=sys.stderr), args.load_format)()
+    loaded = loaded_model(args)
     config = EngineConfig(SchedulerConfig(max_num_seqs=max(16, args.concurrency), max_prefilling=8))
     prefix = {"enabled": False} if args.no_prefix_cache else {}
     if args.min_reuse_tokens is not None:

@@ -24,6 +24,8 @@ import sys
 import time
 from collections import defaultdict
 
+from bench_engine import add_model_args, loaded_model
+
 
 def timed(table, name, fn):
     """probe_step.timed (seconds in ``fn`` under ``name``), also counting the calls."""
@@ -99,9 +101,7 @@ def run_batch_generator(loaded, batch, n, table) -> tuple[float, int]:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", default=None)
-    p.add_argument("--load-format", default="auto", choices=("auto", "dummy"))
-    p.add_argument("--dtype", default="auto")
+    add_model_args(p)
     p.add_argument("--concurrency", type=int, default=64)
     p.add_argument("--prompt-tokens", type=int, default=512)
     p.add_argument("--max-tokens", type=int, default=128)
@@ -109,9 +109,8 @@ def main() -> int:
     args = p.parse_args()
     from mlxctl.engine.engine import Engine, EngineConfig
     from mlxctl.engine.scheduler import SchedulerConfig
-    from mlxctl.generation import model_loader
 
-    loaded = model_loader(args.model, args.dtype, None, args.load_format)()
+    loaded = loaded_model(args, quiet=True)
     def batch(seed: int) -> list[list[int]]:  # new prompts each run: the engine's prefix cache never has them
         rng = random.Random(seed)
         return [[rng.randrange(100, 40000) for _ in range(args.prompt_tokens)] for _ in range(args.concurrency)]

@@ -20,12 +20,12 @@ import sys
 import time
 from collections import defaultdict
 
+from bench_engine import add_model_args, loaded_model
+
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", default=None)
-    p.add_argument("--load-format", default="auto")
-    p.add_argument("--dtype", default="auto")
+    add_model_args(p, formats=None)
     p.add_argument("--prefix-tokens", type=int, default=2000)
     p.add_argument("--sync", action="store_true")
     args = p.parse_args()
@@ -35,9 +35,8 @@ def main() -> int:
     from mlxctl.api.prompt import render_chat
     from mlxctl.engine.engine import Engine
     from mlxctl.engine.sampling import SamplingParams
-    from mlxctl.generation import model_loader
 
-    loaded = model_loader(args.model, args.dtype, lambda m: print(m, file=sys.stderr), args.load_format)()
+    loaded = loaded_model(args)
     engine = Engine(lambda: loaded).start()
     table: dict[str, float] = defaultdict(float)
 

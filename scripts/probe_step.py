@@ -15,6 +15,8 @@ import sys
 import time
 from collections import defaultdict
 
+from bench_engine import add_model_args, loaded_model
+
 
 def timed(table, name, fn):
     def wrapper(*args, **kwargs):
@@ -71,14 +73,10 @@ def probe_bare(loaded, prompt, n) -> dict:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", default=None)
-    p.add_argument("--load-format", default="auto")
-    p.add_argument("--dtype", default="auto")
+    add_model_args(p, formats=None)
     p.add_argument("--tokens", type=int, default=256)
     args = p.parse_args()
-    from mlxctl.generation import model_loader
-
-    loaded = model_loader(args.model, args.dtype, None, args.load_format)()
+    loaded = loaded_model(args, quiet=True)
     prompt = list(range(100, 612))
     for name, probe in (("bare loop", probe_bare), ("engine", probe_engine), ("bare loop", probe_bare), ("engine", probe_engine)):
         result = probe(loaded, prompt, args.tokens)

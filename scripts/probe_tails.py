@@ -23,12 +23,12 @@ from types import SimpleNamespace
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench_engine import add_model_args, loaded_model  # noqa: E402
+
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--model", required=True)
-    p.add_argument("--load-format", choices=["auto", "dummy"], default="auto")
-    p.add_argument("--dtype", default="auto")
+    add_model_args(p, required=True)
     p.add_argument("--rows", type=int, default=8)
     p.add_argument("--prompt-tokens", type=int, default=542)
     p.add_argument("--hit", type=int, default=27)
@@ -44,9 +44,8 @@ def main() -> int:
     from mlxctl.engine.batch import HitCache, StackedRow
     from mlxctl.engine.runner import ModelRunner
     from mlxctl.engine.sampling import SamplingParams, TokenSampler
-    from mlxctl.generation import model_loader
 
-    loaded = model_loader(args.model, args.dtype, lambda m: print(m, file=sys.stderr), args.load_format)()
+    loaded = loaded_model(args)
     runner = ModelRunner(loaded.model)
     rng = random.Random(0)
     head = [rng.randrange(100, 30000) for _ in range(args.hit)]
