@@ -37,6 +37,9 @@
 #            (mx.set_cache_limit 14 GiB, the engine never returning it), engine_rounds.py alternating
 #            processes, step-traced; then bench_engine.py's cache on/off against BatchGenerator at 8, 64
 #            and 256 streams with a shared 27-token opening (PART=18q's, where ragged groups made 0.54x).
+#   PART=19p: the speculation policy of 2026-12-07 against the one before (.old, carried) and against checking
+#            whenever a draft is likely, on the real SmolLM2 (carry .gpu-w2 after PART=1 of gpu_speculative.sh with
+#            .gpu-w1) and the 1B shape greedy and at temperature 1.
 #   PART=19b: where the edit-like reply's tokens come from on the GPU (scripts/spec_breakdown.py: off, as
 #            shipped, and speculating whenever a draft is likely; carry .gpu-w2, /tmp/w1 as for PART=19s),
 #            then chained checks against unchained ones (bench_speculative.py --chain-ab), edit-like
@@ -111,6 +114,23 @@ case ${PART:-19} in
 19t)
   timeout 300 $PY scripts/bench_engine.py --model "$M" --dtype native --prompt-tokens 512 --max-tokens 128 \
     --temperature 1 --concurrency 4,16,64 --reps 2 --variant spec:speculative=ngram --json \
+    > "$OUT/spec_t1.json" 2> "$OUT/spec_t1.log" ;;
+19p)  # the speculation policy of 2026-12-07 (a check's expected tokens against its measured cost, per request),
+  # PART=19b's breakdown and transcript again, then the build before (.old carried) for the old policy; then the
+  # 1B shape greedy (drafts taken whole) and at temperature 1 (no drafts), the policy against checking whenever likely
+  S=/tmp/smollm2; mkdir -p "$S" && cp .gpu-home/models/smollm2-135m/* "$S"/ && cat /tmp/w1 .gpu-w2/part > "$S/model.safetensors"
+  for p in edit transcript; do
+    for b in new old; do
+      pp=$PYTHONPATH; [ $b = old ] && pp=$PWD/.old:$PYTHONPATH
+      PYTHONPATH=$pp timeout 90 $PY scripts/spec_breakdown.py --model "$S" --prompt $p --reps 3 \
+        > "$OUT/breakdown_${p}_$b.json" 2> "$OUT/breakdown_${p}_$b.log"
+    done
+  done
+  timeout 150 $PY scripts/bench_engine.py --model "$M" --dtype native --prompt-tokens 512 --max-tokens 128 \
+    --concurrency 1,4,16,64 --reps 2 --variant spec:speculative=ngram --variant always:speculative=ngram,measured=0 \
+    --json > "$OUT/spec_greedy.json" 2> "$OUT/spec_greedy.log"
+  timeout 100 $PY scripts/bench_engine.py --model "$M" --dtype native --prompt-tokens 512 --max-tokens 128 \
+    --temperature 1 --concurrency 4,64 --reps 2 --variant spec:speculative=ngram --json \
     > "$OUT/spec_t1.json" 2> "$OUT/spec_t1.log" ;;
 19b)
   S=/tmp/smollm2; mkdir -p "$S" && cp .gpu-home/models/smollm2-135m/* "$S"/ && cat /tmp/w1 .gpu-w2/part > "$S/model.safetensors"

@@ -360,8 +360,7 @@ class Engine:
         plan = self.scheduler.schedule()
         rows, start, emitted = len(self.batch), time.perf_counter(), self._emitted
         pending = None
-        speculative = speculative_step.eligible(self) and \
-            (not self.config.speculation.measured or self.spec_policy.choose(rows))
+        speculative = speculative_step.wanted(self)
         if speculative:  # a step that found no draft counts too: it gave up the pipeline's overlap
             with self.prefix.together():
                 speculative_step.speculate(self)

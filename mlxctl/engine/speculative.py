@@ -76,6 +76,8 @@ class SpeculationConfig:
 
 MISSES = 3  # drafts in a row with nothing accepted before a request pauses drafting
 PAUSE_TOKENS = 32  # tokens it then decodes plainly before it drafts again
+RELAX_TOKENS = 128  # tokens decoded without a check over which a request's expectation returns to its draft length
+EXPECT_WEIGHT = 0.5  # of the newest check in a request's expected acceptance
 GROW_FACTOR = 4  # a growing draft reaches at most this many times the request's draft length
 
 
@@ -108,6 +110,18 @@ class SpeculationStats:
     paused_until: int = 0  # a request: it drafts again once it has generated this many tokens
     grown: int = 0  # a request's next draft length after drafts taken whole (0: its own)
     streak: int = 0  # drafts in a row taken whole
+    expected: float | None = None  # a request: draft tokens its checks keep, a moving average (None: unchecked)
+    checked_at: int = 0  # a request: its generated tokens at its last check
+
+    def expect(self, k: int, generated: int) -> float:
+        """Draft tokens a request's next check is expected to keep (engine/speculative_policy.py
+        weighs them against what a check costs): its checks' moving average, returning to the
+        draft length ``k`` (unknown: hope) over ``RELAX_TOKENS`` tokens decoded without a check,
+        so that where checks are cheap a request whose text stopped repeating tries again soon,
+        and where they are dear, late."""
+        if self.expected is None:
+            return float(k)
+        return self.expected + (k - self.expected) * min(1.0, (generated - self.checked_at) / RELAX_TOKENS)
 
     def draft_length(self, k: int, ceiling: int) -> int:
         """The next draft's length for a request of draft length ``k``, growing up to ``ceiling``."""
@@ -118,6 +132,9 @@ class SpeculationStats:
         self.steps += 1
         self.drafted += drafted
         self.accepted += accepted
+        old = self.expected
+        self.expected = accepted if old is None else old + EXPECT_WEIGHT * (accepted - old)
+        self.checked_at = generated
         self.grown = min(2 * drafted, ceiling) if ceiling and drafted and accepted == drafted else 0
         self.streak = self.streak + 1 if drafted and accepted == drafted else 0
         self.misses = 0 if accepted else self.misses + 1

@@ -5,59 +5,85 @@ from __future__ import annotations
 
 
 class Policy:
-    """Whether drafts pay, per batch size, measured: moving averages of the tokens per second of
-    speculative steps and of plain ones (steps that did nothing else). A size speculates until
-    both are known, then while its speculative rate is at least the plain one; a size that
-    stopped tries again after ``RECHECK`` plain steps (what the requests repeat changes), and
-    after twice as many each time it is still behind, up to ``MAX_RECHECK``: where a check pass
-    costs many plain steps (MLX's CUDA backend took about 78 ms for a 9-token check of a 1B
-    model, against 3.5 ms a plain step: docs/benchmarks.md), rechecking every 32 steps had cost
-    a third of the throughput. On a GPU a pass over a few tokens per row is meant to cost about
-    one over one token, so drafts pay at every size up to ``MAX_ROWS``; on a CPU a batch is
-    compute-bound and they do not."""
+    """Whether a step checks drafts. A check pays where the tokens it is expected to emit come
+    at least as fast as a plain step's, that is where
+
+        expected tokens of the check  >=  rows * (seconds of a check / seconds of a plain step).
+
+    The two sides are kept apart because they change at different speeds. The cost ratio is the
+    machine's: moving averages, per batch size, of the seconds of speculative steps and of plain
+    ones that did nothing else (on a GPU a check of a few tokens a row costs about one plain
+    step, on a CPU a batch's check costs several). The expected tokens are the text's, per
+    request (engine/speculative.py ``SpeculationStats.expect``): a stretch of text that does not
+    repeat lowers one request's expectation until it has decoded some tokens plainly, and does
+    not stop the engine from checking the next stretch that does. (An earlier policy compared
+    moving averages of the tokens per second of both kinds of step: a few failed checks put a
+    size behind for up to a thousand steps, and on an H100 it gave back a fifth of the edit-like
+    prompt's gain: docs/benchmarks.md.)
+
+    A size checks until both costs are known. Where checks do not pay it checks again after
+    ``RECHECK`` steps it declined, and after twice as many each time they still do not, up to
+    ``MAX_RECHECK``, so a cost measured once, on a step that paid for building its kernels,
+    is measured again."""
 
     RECHECK = 32
     MAX_RECHECK = 1024
-    WEIGHT = 0.25  # of the newest step in the moving average
+    WEIGHT = 0.25  # of the newest step in the moving averages
 
     def __init__(self) -> None:
-        self.rates: dict[tuple[int, bool], float] = {}  # (rows, speculative) -> tokens/s
-        self._plain_steps: dict[int, int] = {}  # rows -> plain steps since the last speculative one
-        self._recheck: dict[int, int] = {}  # rows -> plain steps before the next check (doubles while behind)
+        self.seconds: dict[tuple[int, bool], float] = {}  # (rows, speculative) -> seconds a step
+        self.rates: dict[tuple[int, bool], float] = {}  # (rows, speculative) -> tokens/s (reported)
+        self._declined: dict[int, int] = {}  # rows -> steps declined since the last check
+        self._recheck: dict[int, int] = {}  # rows -> declined steps before the next check (doubles)
         self._after_spec = False  # the plain step right after a speculative one only refills the pipeline
         self.counts = {"speculative": 0, "plain": 0}  # decode-only steps of each kind taken while speculating
 
-    def choose(self, rows: int) -> bool:
-        spec, plain = self.rates.get((rows, True)), self.rates.get((rows, False))
-        if spec is None or (plain is not None and spec >= plain):
-            self._recheck.pop(rows, None)
+    def cost(self, rows: int) -> float | None:
+        """Seconds of a check over seconds of a plain step at ``rows``; None until both are known."""
+        spec, plain = self.seconds.get((rows, True)), self.seconds.get((rows, False))
+        return None if spec is None or plain is None else spec / plain
+
+    def choose(self, rows: int, expected: float) -> bool:
+        """Whether a step of ``rows`` rows whose check is expected to emit ``expected`` tokens checks."""
+        if (rows, True) not in self.seconds:
             return True
-        if plain is None:
-            return False
-        waited, due = self._plain_steps.get(rows, 0) + 1, self._recheck.get(rows, self.RECHECK)
+        cost = self.cost(rows)
+        if cost is None:
+            return False  # the plain side is measured first
+        if expected >= rows * cost:
+            self._recheck.pop(rows, None)
+            self._declined[rows] = 0
+            return True
+        waited, due = self._declined.get(rows, 0) + 1, self._recheck.get(rows, self.RECHECK)
         if waited < due:
-            self._plain_steps[rows] = waited
+            self._declined[rows] = waited
             return False
-        self._plain_steps[rows] = 0
+        self._declined[rows] = 0
         self._recheck[rows] = min(2 * due, self.MAX_RECHECK)
         return True
 
     def record(self, rows: int, speculative: bool, tokens: int, seconds: float) -> None:
         """A step of ``rows`` rows that emitted ``tokens`` in ``seconds`` and ran no prompt work.
         A speculative step that found no draft counts as speculative: looking for drafts needs
-        the pending tokens on the host, so such a step loses the pipeline's overlap, and text that
-        seldom repeats must measure as what it costs."""
+        the pending tokens on the host, so such a step loses the pipeline's overlap, and that
+        is part of what checking costs."""
         self.counts["speculative" if speculative else "plain"] += 1
         refill, self._after_spec = self._after_spec and not speculative, speculative
         if refill or tokens <= 0 or seconds <= 0:
             return
-        rate, key = tokens / seconds, (rows, speculative)
-        old = self.rates.get(key)
-        self.rates[key] = rate if old is None else old + self.WEIGHT * (rate - old)
+        key = (rows, speculative)
+        for table, value in ((self.seconds, seconds), (self.rates, tokens / seconds)):
+            old = table.get(key)
+            table[key] = value if old is None else old + self.WEIGHT * (value - old)
 
     def snapshot(self) -> dict:
-        """{batch size: {"speculative": tok/s, "plain": tok/s}} as measured so far."""
+        """{batch size: {"speculative": tok/s, "plain": tok/s, "check_cost": plain steps a check
+        costs}} as measured so far."""
         out: dict = {}
         for (rows, speculative), rate in sorted(self.rates.items()):
             out.setdefault(str(rows), {})["speculative" if speculative else "plain"] = round(rate, 1)
+        for rows in {rows for rows, _ in self.seconds}:
+            cost = self.cost(rows)
+            if cost is not None:
+                out[str(rows)]["check_cost"] = round(cost, 2)
         return out

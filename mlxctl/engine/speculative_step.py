@@ -153,6 +153,27 @@ def eligible(engine: Any) -> bool:
             and _proposer(engine, r).likely(r.prompt_tokens, r.generated) for r in reqs)
 
 
+def wanted(engine: Any) -> bool:
+    """Whether this step checks drafts: it may (:func:`eligible`), and, unless the configuration
+    says to whenever it may (``measured=False``), the policy expects it to pay
+    (engine/speculative_policy.py)."""
+    return eligible(engine) and (not engine.config.speculation.measured
+                                 or engine.spec_policy.choose(len(engine.batch), expected_tokens(engine)))
+
+
+def expected_tokens(engine: Any) -> float:
+    """The tokens a check of this step's batch is expected to emit: each row's pending one, and
+    what the drafting rows' drafts are expected to keep (``SpeculationStats.expect``)."""
+    default = engine.config.speculation.num_draft_tokens
+    total = 0.0
+    for req in engine.batch.requests:
+        asked = req.params.num_draft_tokens
+        k = default if asked is None else asked
+        drafting = k and req.speculation.drafting(req.num_generated)
+        total += 1 + (req.speculation.expect(k, req.num_generated) if drafting else 0)
+    return total
+
+
 def _proposer(engine: Any, req: Any) -> Any:
     from mlxctl.engine.speculative import DraftProposer, NgramProposer
 

@@ -363,26 +363,43 @@ def test_on_the_cpu_only_a_lone_request_speculates_by_default_and_checks_chain_o
             assert stats["chain_checks"] is chains and (stats["chained_checks"]["queued"] > 0) is chains
 
 
-def test_the_policy_speculates_where_it_pays_and_rechecks():
+def test_the_policy_checks_where_the_expected_tokens_beat_the_cost_and_rechecks():
     from mlxctl.engine.speculative_policy import Policy
 
     policy = Policy()
-    assert policy.choose(4)  # unknown: try it
-    policy.record(4, True, 8, 1.0)  # 8 tok/s speculating
-    assert not policy.choose(4)  # then measure plain
+    assert policy.choose(4, 4.0)  # unknown: try it
+    policy.record(4, True, 8, 0.2)  # a check: 0.2 s
+    assert not policy.choose(4, 100.0)  # then measure plain
     policy.record(4, False, 4, 1.0)  # the refill step after a speculative one is not counted
-    assert policy.rates == {(4, True): 8.0}
-    policy.record(4, False, 4, 0.1)  # 40 tok/s plain
-    assert [policy.choose(4) for _ in range(Policy.RECHECK)] == [False] * (Policy.RECHECK - 1) + [True]
+    assert policy.cost(4) is None
+    policy.record(4, False, 4, 0.1)  # a plain step: 0.1 s, so a check costs two
+    assert policy.cost(4) == pytest.approx(2.0)
+    assert policy.choose(4, 8.0)  # 8 tokens expected against 4 rows at twice the cost: pays
+    assert [policy.choose(4, 7.9) for _ in range(Policy.RECHECK)] == [False] * (Policy.RECHECK - 1) + [True]
     # still behind: each check comes twice as late as the one before, up to MAX_RECHECK
-    picks = [policy.choose(4) for _ in range(4000)]
+    picks = [policy.choose(4, 7.9) for _ in range(4000)]
     checks = [i + 1 for i, pick in enumerate(picks) if pick]
     gaps = [b - a for a, b in zip([0] + checks, checks)]
     assert gaps == [64, 128, 256, 512, 1024, 1024]
-    assert policy.choose(1)  # each batch size on its own
+    assert policy.choose(4, 8.0)  # paying again: the next decline waits RECHECK steps again
+    assert [policy.choose(4, 1.0) for _ in range(Policy.RECHECK)] == [False] * (Policy.RECHECK - 1) + [True]
+    assert policy.choose(1, 0.0)  # each batch size on its own
     policy.record(4, True, 80, 1.0)
-    assert policy.rates[(4, True)] == pytest.approx(8 + 0.25 * 72)
-    assert policy.snapshot() == {"4": {"plain": 40.0, "speculative": 26.0}}
+    assert policy.seconds[(4, True)] == pytest.approx(0.2 + 0.25 * 0.8)
+    assert policy.snapshot() == {"4": {"plain": 40.0, "speculative": 50.0, "check_cost": 4.0}}
+
+
+def test_a_request_expects_what_its_checks_kept_and_hopes_again_as_it_decodes_plainly():
+    from mlxctl.engine.speculative import EXPECT_WEIGHT, RELAX_TOKENS, SpeculationStats
+
+    stats = SpeculationStats()
+    assert stats.expect(8, 0) == 8  # never checked: its draft length
+    stats.add(8, 0, generated=10)
+    assert stats.expect(8, 10) == 0  # its one check kept nothing
+    assert stats.expect(8, 10 + RELAX_TOKENS // 2) == pytest.approx(4)  # half way back
+    assert stats.expect(8, 10 + 3 * RELAX_TOKENS) == 8
+    stats.add(8, 6, generated=40)
+    assert stats.expect(8, 40) == pytest.approx(EXPECT_WEIGHT * 6)
 
 
 @pytest.mark.slow  # the real model end to end: the slow step
