@@ -14,25 +14,25 @@ import os
 import queue
 import threading
 import time
-from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from mlxctl.engine import memory, recovery, sleep, speculative_policy, speculative_step, speculative_undo
-from mlxctl.engine.batch import DecodeBatch, StackedRow
+from mlxctl.engine import memory, recovery, sleep, speculative_policy, speculative_step
+from mlxctl.engine.batch import DecodeBatch
 from mlxctl.engine.byte_detokenize import byte_table
-from mlxctl.engine.events import FinishEvent, FinishReason, TokenLogprob
+from mlxctl.engine.events import FinishReason
+from mlxctl.engine.inbox import Inbox
+from mlxctl.engine.lifecycle import Lifecycle
 from mlxctl.engine.limits import check_prompt, with_context_cap
 from mlxctl.engine.kv_config import KVQuant
 from mlxctl.engine.prefill import Joiner, PromptWork
 from mlxctl.engine.prefix_config import PrefixConfig
-from mlxctl.engine.request import Request, RequestStatus
+from mlxctl.engine.request import Request
 from mlxctl.engine.sampling import SamplingParams
 from mlxctl.engine.scheduler import Scheduler, SchedulerConfig, resolve_auto
 from mlxctl.engine.speculative import SpeculationConfig, SpeculationStats
 from mlxctl.engine.step_trace import StepTrace
 from mlxctl.engine.streams import RequestStream, delivered_together
-from mlxctl.errors import EngineError, MlxctlError
 
 log = logging.getLogger("mlxctl.engine")
 
@@ -57,8 +57,11 @@ class EngineConfig:
     memory_pinned: bool = False  # never unloaded: what it holds bounds the other engines' KV for good
 
 
-class Engine:
-    """The one engine behind `run`, `serve` and `chat`. Thread-safe to submit from anywhere."""
+class Engine(Inbox, Lifecycle):
+    """The one engine behind `run`, `serve` and `chat`. Thread-safe to submit from anywhere.
+
+    What reaches the engine thread goes through its inbox (engine/inbox.py); a request's tokens
+    become events, and it finishes, in engine/lifecycle.py."""
 
     def __init__(self, load: Callable[[], Any], config: EngineConfig = EngineConfig()):
         self._load = load
@@ -134,19 +137,8 @@ class Engine:
         stream = RequestStream(rid, self.abort, loop)
         req = Request(rid, list(prompt_tokens), params, stream, max_new, constraint=matcher,
                       cache_salt=cache_salt, images=tuple(images), image_spans=spans, group=group)
-        with self._unseen_lock:
-            memory.check_submit(self, req)  # 503 when the queue already fills the memory budget
-            self._unseen[id(req)] = req
-        self._inbox.put(("add", req))
+        self._enqueue(req)
         return stream
-
-    @property
-    def queued(self) -> int:
-        """Requests submitted and not yet scheduled: those still in the inbox (which the engine
-        thread drains only between steps) and those in the scheduler's waiting queue. What
-        admission control bounds (``serve --max-waiting``); safe to read from any thread."""
-        with self._unseen_lock:
-            return len(self._unseen) + len(self.scheduler.waiting)
 
     def _with_images(self, tokens: list[int], images: Sequence[Any], salt: str) -> tuple[list[int], tuple, str]:
         from mlxctl.engine.kv.media import cache_salt as media_salt
@@ -157,20 +149,6 @@ class Engine:
             raise images_refused(self.model)
         tokens, spans = vision.expand(tokens, images)
         return tokens, spans, "|".join(s for s in (salt, media_salt([img.key for img in images])) if s)
-
-    def abort(self, request_id: str) -> None:
-        self._inbox.put(("abort", request_id))
-
-    def news(self) -> bool:
-        """Whether work waits for this step to end: messages in the inbox (drained between
-        steps), prompts prefilling, or a waiting request the scheduler would admit (one held by
-        the sequence limit or the memory budget would wait anyway). A step that could run on
-        stops for it (engine/speculative_chain.py)."""
-        return not self._inbox.empty() or bool(self.scheduler.prefilling) or self.scheduler.admits_next()
-
-    def nudge(self) -> None:
-        """Another engine gave memory back: a queue that waited on it is looked at again."""
-        self._inbox.put(("nudge", None))
 
     def shutdown(self, timeout: float = 10.0) -> None:
         if self._thread is not None and self._thread.is_alive():
@@ -212,20 +190,6 @@ class Engine:
     def wake(self, timeout: float | None = None) -> None:
         """Load the model again after ``sleep`` (a no-op when awake); raises the load's error."""
         self._ask(sleep.wake, timeout)
-
-    def clear_prefix_cache(self, timeout: float = 30.0, *, disk: bool = False) -> int:
-        """Drop every cached prefix block no request holds (and the disk tier's blocks when
-        ``disk``); returns how many went (none while asleep: the cache was closed then). Its own
-        message, not ``_ask``: tensor-parallel followers clear theirs too (distributed/lockstep.py)."""
-        done: Future = Future()
-        self._inbox.put(("clear_prefix_cache", (done, disk)))
-        return done.result(timeout)
-
-    def _ask(self, work: Callable[["Engine"], Any], timeout: float | None) -> Any:
-        """``work(self)`` run on the engine thread between steps; its result, or its error raised."""
-        done: Future = Future()
-        self._inbox.put(("call", (done, work)))
-        return done.result(timeout)
 
     # -- engine thread ------------------------------------------------------------------------
 
@@ -281,60 +245,6 @@ class Engine:
             log.exception("could not save the prefix cache")
         mx.synchronize()  # a queued step still running in MLX at exit aborts the process
         memory.leave(self)  # the last engine out puts the previous wired limit back
-
-    def _drain_inbox(self, block: bool) -> bool:
-        """Apply queued adds/aborts; False when asked to stop."""
-        try:
-            msg = self._inbox.get(block=block)
-        except queue.Empty:
-            return True
-        while True:
-            if msg[0] == "stop":
-                return False
-            self._apply(*msg)
-            try:
-                msg = self._inbox.get_nowait()
-            except queue.Empty:
-                return True
-
-    def _apply(self, kind: str, payload: Any) -> None:
-        if kind == "add":
-            if not self.asleep or sleep.wake_for(self, payload):
-                self._admit(payload)
-        elif kind == "abort":
-            self._abort(payload)
-        elif kind == "nudge":  # room came back (memory.MemoryLedger): the next step looks again
-            self.scheduler.stalled = False
-        elif kind == "clear_prefix_cache":
-            done, disk = payload
-            done.set_result(self.prefix.clear(disk=disk) if self.prefix is not None else 0)  # (None asleep)
-        elif kind == "call":  # _ask
-            done, work = payload
-            try:
-                done.set_result(work(self))
-            except BaseException as exc:  # noqa: BLE001 - the asker's to raise
-                done.set_exception(exc)
-
-    def _admit(self, req: Request) -> None:
-        from mlxctl.engine.output import OutputProcessor
-        from mlxctl.engine.sampling import TokenSampler
-
-        req.sampler = TokenSampler(req.params, self.vocab_size, req.prompt_tokens)
-        self.prefix.attach(req)
-        req.output = OutputProcessor(self.model.tokenizer, req.params, self.model.eos_token_ids, req.max_new_tokens,
-                                     context_ids=req.prompt_tokens[-4:])
-        with self._unseen_lock:  # from the inbox to the waiting queue in one move, as ``queued`` sees it
-            self.scheduler.add(req)
-            self._unseen.pop(id(req), None)  # a follower rank's requests were never submitted here
-
-    def _abort(self, request_id: str) -> None:
-        req = self.scheduler.find(request_id)
-        if req is None:
-            return
-        if req.status is RequestStatus.RUNNING:
-            req.aborted = True  # leaves the batch at the next emit
-        else:
-            self._finish(req, FinishReason.ABORT)
 
     def _safe_step(self) -> None:
         try:
@@ -392,63 +302,6 @@ class Engine:
         nxt = self.runner.decode(self.batch)
         return nxt.tokens, list(nxt.per_row)
 
-    def _emit(self, reqs: list[Request], tokens: Any, samples: list[Any]) -> list[int]:
-        """Turn the pending tokens into events; return the rows that go on decoding."""
-        keep = []
-        for row, (req, token_id) in enumerate(zip(reqs, tokens.tolist())):
-            if req.aborted:
-                self._finish(req, FinishReason.ABORT)
-            elif self._emit_one(req, token_id, samples[row], row) is None:
-                keep.append(row)
-        return keep
-
-    def _emit_one(self, req: Request, token_id: int, sample: Any, row: int) -> FinishReason | None:
-        matcher = req.constraint  # advanced with this token when the step after it was queued
-        if matcher is not None and matcher.rejected:  # not part of a valid output: never emitted
-            self._finish(req, FinishReason.ERROR, EngineError(matcher.error))
-            return FinishReason.ERROR
-        req.num_generated += 1
-        self._emitted += 1
-        req.generated.append(token_id)
-        if req.first_token is None:
-            req.first_token = time.perf_counter()
-        event, reason = req.output.process(token_id, _logprob(token_id, sample))
-        req.stream.put(event)
-        if matcher is not None and reason is not FinishReason.STOP:
-            if matcher.error is not None:  # a dead end: no token may follow this one
-                self._finish(req, FinishReason.ERROR, EngineError(matcher.error))
-                return FinishReason.ERROR
-            if matcher.done:  # the grammar is complete: only EOS could follow
-                reason = FinishReason.STOP
-        if reason is not None:
-            self._remember_whole(req, row)
-            self._finish(req, reason)
-        return reason
-
-    def _remember_whole(self, req: Request, row: int) -> None:
-        """Keep prompt + answer: the next turn of a conversation starts with both. The step
-        queued this round fed the last token in, so the batch's KV covers all of them."""
-        if self.prefix.enabled:
-            cache = self.batch.stacked(row) if self.prefix.stacks else self.batch.extract(row)
-            # (a StackedRow is cut at the tokens kept; a list is trimmed of the accepted draft tokens after the stop)
-            if isinstance(cache, StackedRow) or speculative_undo.trim(cache, self._overhang):
-                self.prefix.remember_answer(req, cache)  # (recurrent state past a stop cannot go back: not kept)
-
-    def _finish(self, req: Request, reason: FinishReason, error: BaseException | None = None) -> None:
-        req.finished_at = time.perf_counter()
-        self.scheduler.finish(req)
-        self.prefix.forget(req)
-        req.cache = None
-        text = "" if error is not None or reason is FinishReason.ABORT else req.output.flush()
-        err = _as_engine_error(error) if error is not None else None
-        stop = req.output.stop_string if reason is FinishReason.STOP else None
-        req.stream.put(FinishEvent(reason, req.usage(), req.timings(), text, err, stop))
-
-    def _fail_all(self, reason: FinishReason, error: BaseException | None) -> None:
-        for req in [*self.scheduler.waiting, *self.scheduler.prefilling, *self.scheduler.running]:
-            self._finish(req, reason, error)
-        self.batch = DecodeBatch()
-
     def _housekeeping(self, changed: bool = False) -> None:
         """Return MLX's cached buffers now and then, and after a batch change once the pool is
         over its cap: each merge copies the KV caches into new buffers, and the pool would
@@ -489,16 +342,3 @@ def _vocab_size(loaded: Any) -> int:
     config = getattr(loaded, "config", None) or {}
     size = config.get("vocab_size") or config.get("text_config", {}).get("vocab_size")
     return int(size or loaded.vocab_size)
-
-
-def _logprob(token_id: int, sample: Any) -> TokenLogprob | None:
-    from mlxctl.engine.logprobs import to_token_logprob
-
-    return None if sample is None else to_token_logprob(token_id, sample)
-
-
-def _as_engine_error(error: BaseException) -> MlxctlError:
-    if isinstance(error, MlxctlError):
-        return error
-    return EngineError(f"generation failed: {type(error).__name__}: {error}")
-

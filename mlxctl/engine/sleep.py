@@ -58,7 +58,7 @@ def wake(engine: Any) -> None:
 def wake_for(engine: Any, req: Any) -> bool:
     """A request reached a sleeping engine (submitted without ``wake``): load, or end the request
     with the load's error (False)."""
-    from mlxctl.engine.engine import _as_engine_error
+    from mlxctl.engine.lifecycle import _as_engine_error
     from mlxctl.engine.events import FinishEvent, FinishReason
 
     try:
