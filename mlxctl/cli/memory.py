@@ -11,10 +11,34 @@ import typer
 from mlxctl.cli.context import given_on_command_line
 from mlxctl.errors import BadInputError
 
-KvBitsOpt = Annotated[int, typer.Option("--kv-bits", metavar="BITS", help="Keep running requests' KV cache quantised to 8 or 4 bits (with a 16-bit model and groups of 64, about 1.9x or 3.6x more context or requests in the same memory; not bit-exact); 0: the model's dtype. Cached prefix blocks are kept in the same form.")]
-KvGroupSizeOpt = Annotated[int, typer.Option("--kv-group-size", metavar="N", help="With --kv-bits: values per quantisation group along the head dimension (32, 64 or 128; smaller is closer, larger is smaller).")]
-MemoryBudgetOpt = Annotated[str, typer.Option("--memory-budget-gb", metavar="GB", help="Memory for every model's weights, prefix cache and the KV of the requests they run, shared by all served models: a request starts only when its KV (prompt plus max_tokens) fits beside the running ones, one that can never fit gets 400, and a burst beyond it gets 503 with Retry-After; auto: the GPU's recommended working set (Metal) or MLX's memory limit; 0: no budget.")]
-MaxModelLenOpt = Annotated[Optional[int], typer.Option("--max-model-len", metavar="N", min=1, show_default=False, help="The longest context (prompt plus reply, in tokens) a request may use; longer ones are refused, naming it. Default: the model's own.")]
+KvBitsOpt = Annotated[
+    int,
+    typer.Option("--kv-bits", metavar="BITS",
+                 help="Keep running requests' KV cache quantised to 8 or 4 bits (with a 16-bit model and groups of "
+                      "64, about 1.9x or 3.6x more context or requests in the same memory; not bit-exact); 0: the "
+                      "model's dtype. Cached prefix blocks are kept in the same form."),
+]
+KvGroupSizeOpt = Annotated[
+    int,
+    typer.Option("--kv-group-size", metavar="N",
+                 help="With --kv-bits: values per quantisation group along the head dimension (32, 64 or 128; "
+                      "smaller is closer, larger is smaller)."),
+]
+MemoryBudgetOpt = Annotated[
+    str,
+    typer.Option("--memory-budget-gb", metavar="GB",
+                 help="Memory for every model's weights, prefix cache and the KV of the requests they run, shared "
+                      "by all served models: a request starts only when its KV (prompt plus max_tokens) fits "
+                      "beside the running ones, one that can never fit gets 400, and a burst beyond it gets 503 "
+                      "with Retry-After; auto: the GPU's recommended working set (Metal) or MLX's memory limit; 0: "
+                      "no budget."),
+]
+MaxModelLenOpt = Annotated[
+    Optional[int],
+    typer.Option("--max-model-len", metavar="N", min=1, show_default=False,
+                 help="The longest context (prompt plus reply, in tokens) a request may use; longer ones are "
+                      "refused, naming it. Default: the model's own."),
+]
 
 
 def kv_flags(ctx: typer.Context, bits: int, group_size: int, prefix_bits: int = 0):
@@ -64,8 +88,22 @@ def device_memory() -> int:
     return int(mx.get_memory_limit())
 
 
-def engine_config(speculation, kv: KVQuant, max_model_len: Optional[int]):
-    """The EngineConfig of `run` and `chat` (one model, default scheduling)."""
+def engine_flags(ctx: typer.Context, speculation: tuple, kv: tuple, max_model_len: Optional[int],
+                 tensor_parallel: int = 1, prefix_bits: int = 0) -> dict:
+    """The engine flags `run`, `chat` and `serve` share, checked, as EngineConfig fields:
+    ``speculation`` is (--speculative, --num-draft-tokens, --draft-model, --draft-dtype,
+    --grow-drafts), ``kv`` is (--kv-bits, --kv-group-size)."""
+    from mlxctl.cli.speculation import speculation_flags  # here: it imports the engine
+
+    mode, num_draft_tokens, draft_model, draft_dtype, grow = speculation
+    return {"speculation": speculation_flags(ctx, mode, num_draft_tokens, draft_model, draft_dtype, tensor_parallel,
+                                             grow),
+            "kv": kv_flags(ctx, *kv, prefix_bits), "max_model_len": max_model_len}
+
+
+def engine_config(ctx: typer.Context, speculation: tuple, kv: tuple, max_model_len: Optional[int],
+                  tensor_parallel: int = 1):
+    """The EngineConfig of `run` and `chat` (one model, default scheduling), from engine_flags' flags."""
     from mlxctl.engine.engine import EngineConfig
 
-    return EngineConfig(speculation=speculation, kv=kv, max_model_len=max_model_len)
+    return EngineConfig(**engine_flags(ctx, speculation, kv, max_model_len, tensor_parallel))

@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from mlxctl.cli.context import output_for
-from mlxctl.cli.options import JsonOpt
+from mlxctl.cli.options import JsonOpt, ServerKeyOpt
 from mlxctl.cli.output import Output
 from mlxctl.errors import BadInputError
 
@@ -29,18 +29,13 @@ QualifyUrlOpt = Annotated[
         show_default=False,
     ),
 ]
-QualifyKeyOpt = Annotated[
-    str | None,
-    typer.Option("--api-key", metavar="KEY", envvar="MLXCTL_API_KEY", show_default=False,
-                 help="Bearer token for a server started with --api-key."),
-]  # fmt: skip
 
 
 def qualify(
     ctx: typer.Context,
     model: QualifyModelArg = None,
     url: QualifyUrlOpt = None,
-    api_key: QualifyKeyOpt = None,
+    api_key: ServerKeyOpt = None,
     json: JsonOpt = False,
 ) -> None:
     """Check that MODEL loads, chats, calls tools and answers in JSON here; print a scorecard.

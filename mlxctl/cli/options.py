@@ -112,3 +112,15 @@ DraftDtypeOpt = Annotated[
         help="With --speculative draft: the draft model's weights dtype (as --dtype; native keeps it quantised).",
     ),
 ]
+
+SystemOpt = Annotated[
+    Optional[str], typer.Option("--system", "-s", metavar="TEXT", show_default=False, help="System prompt.")
+]
+SeedOpt = Annotated[
+    Optional[int], typer.Option("--seed", metavar="N", show_default=False, help="Seed for reproducible sampling.")
+]
+ServerKeyOpt = Annotated[
+    Optional[str],
+    typer.Option("--api-key", metavar="KEY", envvar="MLXCTL_API_KEY", show_default=False,
+                 help="Bearer token for a server started with --api-key."),
+]

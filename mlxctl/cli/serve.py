@@ -5,17 +5,26 @@ from __future__ import annotations
 import math
 import sys
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Any
 
 import typer
 
 from mlxctl.cli.blas import ensure_fast_blas
-from mlxctl.cli.context import output_for
-from mlxctl.cli.memory import KvBitsOpt, KvGroupSizeOpt, MaxModelLenOpt, MemoryBudgetOpt
+from mlxctl.cli.context import given_on_command_line, output_for
+from mlxctl.cli.memory import (KvBitsOpt, KvGroupSizeOpt, MaxModelLenOpt, MemoryBudgetOpt, engine_flags, memory_budget,
+                               shared_budget)
 from mlxctl.cli.options import (DEFAULT_HOST, DEFAULT_PORT, DraftDtypeOpt, DraftModelOpt, GrowDraftsOpt, HostOpt,
                                 LoadFormatOpt, MoeTopKOpt, NumDraftTokensOpt, PortOpt, SpeculativeOpt,
                                 TensorParallelOpt)
 from mlxctl.cli.output import Output
+from mlxctl.cli.serve_options import (AllowUnconfiguredOpt, AuthHealthOpt, BitsOpt, BlockOpt, BodyOpt, CacheDirGbOpt,
+                                      CacheDirOpt, ChunkOpt, CorsOpt, DtypeOpt, EmbedModelOpt, GraceOpt,
+                                      HeaderTimeoutOpt, IntervalOpt, KeepAliveOpt, KeyFileOpt, KeyOpt, LogFileOpt,
+                                      LogOpt, MaxConnectionsOpt, MaxLoadedOpt, McpAuditOpt, McpConfigOpt,
+                                      McpRoundsOpt, MediaPathOpt, MetricsNamesOpt, ModelOpt, ModelsConfigOpt, NameOpt,
+                                      PinOpt, PinPrimaryOpt, PrefixGbOpt, PrefixOpt, RateOpt, ReasoningParserOpt,
+                                      RemoteMediaOpt, RetriesOpt, SeqsOpt, SsePingOpt, StepMsOpt, SttModelOpt,
+                                      TimeoutOpt, ToolParserOpt, TtsModelOpt, TuiOpt, WaitingOpt, WarmNOpt, WarmOpt)
 from mlxctl.cli.serve_sampling import MaxTokensOpt, TemperatureOpt, TopKOpt, TopPOpt, sampling_defaults
 from mlxctl.cli.tensor_parallel import check_serve_options
 from mlxctl.errors import BadInputError
@@ -23,174 +32,57 @@ from mlxctl.errors import BadInputError
 LOG_FORMATS = ("human", "json")
 
 
-ModelOpt = Annotated[Optional[list[str]], typer.Option("--model", "-m", metavar="[NAME=]MODEL", show_default=False, help="Catalog name, model folder, .gguf file or Hugging Face repo id (default: smollm2-135m). Repeat it to serve several: the first is loaded at start, the others when a request names them.")]
-ModelsConfigOpt = Annotated[Optional[Path], typer.Option("--models-config", metavar="FILE", show_default=False, help="More models to serve beside -m, from a JSON or YAML file: a 'models' list of {name, ref, pin, keep_alive, dtype, load_format, moe_top_k, max_num_seqs, prefill_chunk, max_model_len, temperature, top_p, top_k, min_p, max_tokens} (see docs/serve.md).")]
-AllowUnconfiguredOpt = Annotated[bool, typer.Option("--allow-unconfigured-models", help="Let a request name a model that is not configured: a catalog chat model or a Hugging Face repo id (never a local path), fetched if missing and loaded into the pool. Off: such a request is a 404 and nothing is downloaded.")]
-MaxLoadedOpt = Annotated[float, typer.Option("--max-loaded-gb", metavar="GB", min=0.0, help="Weights of all the models kept loaded at once, the primary's included: idle extra models are unloaded, least recently used first, to make room before a load; a model that cannot fit is refused (0: no limit).")]
-KeepAliveOpt = Annotated[str, typer.Option("--keep-alive", metavar="DURATION", help="How long an extra model stays loaded after its last request (300, 5m, 1h; -1: forever).")]
-NameOpt = Annotated[Optional[str], typer.Option("--served-model-name", metavar="NAME", show_default=False, help="The model id clients use (default: the model reference).")]
-DtypeOpt = Annotated[str, typer.Option("--dtype", metavar="DTYPE", help="Weights dtype: auto, native, float32, float16, bfloat16.")]
-SeqsOpt = Annotated[int, typer.Option("--max-num-seqs", metavar="N", min=1, help="Requests prefilling or decoding at once.")]
-ChunkOpt = Annotated[int, typer.Option("--prefill-chunk", metavar="N", min=0, help="Tokens per engine step, decode rows (one each) and prompt chunks together; prompts keep at least half; a wave of whole short prompts may take up to 4 times it; 0: 512 on CPU, 4096 on GPU.")]
-StepMsOpt = Annotated[Optional[int], typer.Option("--prefill-step-ms", metavar="MS", min=0, show_default=False, help="While requests are decoding, size each step's prompt work to take about this long (from its measured cost so far), so they keep getting tokens behind a long prompt; 0: --prefill-chunk alone. Default: 500 on a GPU, 2000 on a CPU.")]
-WaitingOpt = Annotated[int, typer.Option("--max-waiting", metavar="N", min=0, help="Queued requests before new ones get 503.")]
-IntervalOpt = Annotated[int, typer.Option("--stream-interval", metavar="N", min=1, help="Tokens per streamed chunk.")]
-SsePingOpt = Annotated[str, typer.Option("--sse-ping-interval", metavar="SECONDS", help="A streamed response with nothing sent for this long (queued, prefilling) gets a keep-alive: an SSE comment, Anthropic's ping event on /v1/messages; 0: none.")]
-KeyOpt = Annotated[Optional[str], typer.Option("--api-key", metavar="KEY", envvar="MLXCTL_API_KEY", show_default=False, help="Require this key (Authorization: Bearer or x-api-key).")]
-KeyFileOpt = Annotated[Optional[Path], typer.Option("--api-key-file", metavar="PATH", show_default=False, help="Read the API key from this file.")]
-AuthHealthOpt = Annotated[bool, typer.Option("--auth-health/--no-auth-health", help="Whether /health and /metrics need the key too.")]
-CorsOpt = Annotated[Optional[list[str]], typer.Option("--cors-origin", metavar="ORIGIN", show_default=False, help="Allow browser requests from ORIGIN (repeatable; * for any). CORS is off without it.")]
-RateOpt = Annotated[int, typer.Option("--rate-limit", metavar="N", min=0, help="Requests per minute per client address; 0 is no limit.")]
-BodyOpt = Annotated[float, typer.Option("--max-body-mb", metavar="MB", min=0.001, help="Largest request body, in MiB.")]
-TimeoutOpt = Annotated[float, typer.Option("--request-timeout", metavar="SECONDS", min=0.001, help="A request still running after this is ended with a timeout error.")]
-HeaderTimeoutOpt = Annotated[float, typer.Option("--header-timeout", metavar="SECONDS", min=0.001, help="A connection that has not sent a whole request line and headers this long after it opened, or after its previous response, is closed (slow or idle clients); bodies and streamed responses are not cut.")]
-MaxConnectionsOpt = Annotated[int, typer.Option("--max-connections", metavar="N", min=1, help="Open client connections at once; past this a new one gets 503 and is closed (keep it below the open-files limit, ulimit -n).")]
-GraceOpt = Annotated[float, typer.Option("--drain-grace", metavar="SECONDS", min=0.0, help="On SIGTERM or Ctrl-C: how long requests in flight may take to finish.")]
-PrefixOpt = Annotated[bool, typer.Option("--prefix-cache/--no-prefix-cache", help="Reuse the KV of prompt prefixes seen before.")]
-PrefixGbOpt = Annotated[float, typer.Option("--prefix-cache-gb", metavar="GB", min=0.0, help="Memory for cached prefix blocks; 0: a tenth of RAM, at most 4 GiB.")]
-BlockOpt = Annotated[int, typer.Option("--prefix-block-size", metavar="N", min=1, help="Tokens per prefix-cache block.")]
-BitsOpt = Annotated[int, typer.Option("--prefix-cache-bits", metavar="BITS", help="Keep cached prefix blocks quantised to 8 or 4 bits (smaller, not bit-exact); 0: as computed.")]
-CacheDirOpt = Annotated[Optional[Path], typer.Option("--cache-dir", metavar="DIR", show_default=False, help="Spill evicted prefix blocks to this directory and reuse them across restarts.")]
-CacheDirGbOpt = Annotated[float, typer.Option("--cache-dir-gb", metavar="GB", min=0.0, help="Size cap of --cache-dir; 0: a tenth of the free disk, at most 20 GiB.")]
-WarmOpt = Annotated[Optional[Path], typer.Option("--warm-prompts", metavar="FILE", show_default=False, help="Prefill these prompts at start (JSON list or lines: system-prompt strings, {messages} or {prompt}).")]
-WarmNOpt = Annotated[int, typer.Option("--warm-prompts-concurrency", metavar="N", min=1, help="Warm prompts prefilled at once.")]
-ToolParserOpt = Annotated[str, typer.Option("--tool-call-parser", metavar="NAME", help="Tool-call format: auto (from the chat template), none, or a format name (docs/tools.md).")]
-ReasoningParserOpt = Annotated[str, typer.Option("--reasoning-parser", metavar="NAME", help="Reasoning format: auto, none, or a format name (docs/tools.md).")]
-RetriesOpt = Annotated[int, typer.Option("--max-retries", metavar="N", min=0, help="Failed engine steps a request may live through (it resumes from its checkpoint) before it ends with an error.")]
-PinPrimaryOpt = Annotated[bool, typer.Option("--pin-primary/--no-pin-primary", help="Keep the primary model (the first -m) loaded for the server's life. --no-pin-primary: it joins the pool like an extra model: unloaded after --keep-alive idle (or a request's keep_alive), or to make room under --max-loaded-gb, and loaded again by the next request that names it.")]
-PinOpt = Annotated[Optional[list[str]], typer.Option("--pin", metavar="NAME", show_default=False, help="Never unload this extra model once loaded (repeatable).")]
-TuiOpt = Annotated[bool, typer.Option("--tui", help="Show the live view (mlxctl top) in this terminal; quitting it stops the server.")]
-LogFileOpt = Annotated[Optional[Path], typer.Option("--log-file", metavar="FILE", show_default=False, help="With --tui: append request logs to FILE.")]
-LogOpt = Annotated[str, typer.Option("--log-format", metavar="FORMAT", help="Request log lines on stderr: human or json.")]
-MetricsNamesOpt = Annotated[str, typer.Option("--metrics-names", metavar="NAMING", help="/metrics series names: mlxctl (mlxctl:...), vllm (vLLM's own vllm:... names, for its Grafana dashboards) or both.")]
-McpConfigOpt = Annotated[Optional[Path], typer.Option("--mcp-config", metavar="FILE", show_default=False, help="MCP servers file (JSON or YAML with mcpServers): the server runs their tools for chat requests that opt in (see docs/mcp.md).")]
-McpRoundsOpt = Annotated[int, typer.Option("--mcp-max-rounds", metavar="N", min=1, help="Rounds of MCP tool calls per chat request before the answer is returned.")]
-McpAuditOpt = Annotated[Optional[Path], typer.Option("--mcp-audit-log", metavar="FILE", show_default=False, help="Append one JSON line per MCP tool call to FILE.")]
-EmbedModelOpt = Annotated[Optional[str], typer.Option("--embedding-model", metavar="REF", show_default=False, help="Also serve /v1/embeddings and /v1/rerank with this embedding model (e.g. minilm-l6), loaded at start on its own thread.")]
-TtsModelOpt = Annotated[Optional[str], typer.Option("--tts-model", metavar="REF", show_default=False, help="Text-to-speech model for /v1/audio/speech and /v1/audio/voices, loaded at start on its own thread (catalog name, store name, Kokoro ONNX or mlx-audio Kokoro folder; default: kokoro-82m, converted and loaded on the first request).")]
-SttModelOpt = Annotated[Optional[str], typer.Option("--stt-model", metavar="REF", show_default=False, help="Speech-to-text model for /v1/audio/transcriptions, loaded at start on its own thread (catalog name, store name, faster-whisper or mlx-audio Whisper folder; default: whisper-tiny-en, converted and loaded on the first request).")]
-
-MediaPathOpt = Annotated[Optional[Path], typer.Option("--allowed-local-media-path", metavar="DIR", show_default=False, help="Let chat requests name images in DIR with file:// URLs (refused without it; see docs/vision.md).")]
-RemoteMediaOpt = Annotated[bool, typer.Option("--allow-remote-media", help="Let chat requests name images and videos by http(s) URL, fetched by the server from public internet addresses only (refused without it; see docs/vision.md).")]
-
-
-def serve(
-    ctx: typer.Context,
-    model: ModelOpt = None,
-    models_config: ModelsConfigOpt = None,
-    allow_unconfigured_models: AllowUnconfiguredOpt = False,
-    host: HostOpt = DEFAULT_HOST,
-    port: PortOpt = DEFAULT_PORT,
-    served_model_name: NameOpt = None,
-    dtype: DtypeOpt = "auto",
-    load_format: LoadFormatOpt = "auto",
-    moe_top_k: MoeTopKOpt = None,
-    max_num_seqs: SeqsOpt = 16,
-    prefill_chunk: ChunkOpt = 0,
-    prefill_step_ms: StepMsOpt = None,
-    speculative: SpeculativeOpt = "off",
-    num_draft_tokens: NumDraftTokensOpt = 8,
-    grow_drafts: GrowDraftsOpt = False,
-    draft_model: DraftModelOpt = None,
-    draft_dtype: DraftDtypeOpt = "auto",
-    kv_bits: KvBitsOpt = 0,
-    kv_group_size: KvGroupSizeOpt = 64,
-    max_model_len: MaxModelLenOpt = None,
-    memory_budget_gb: MemoryBudgetOpt = "0",
-    max_waiting: WaitingOpt = 256,
-    stream_interval: IntervalOpt = 1,
-    sse_ping_interval: SsePingOpt = "5",
-    default_temperature: TemperatureOpt = None,
-    default_top_p: TopPOpt = None,
-    default_top_k: TopKOpt = None,
-    default_max_tokens: MaxTokensOpt = None,
-    api_key: KeyOpt = None,
-    api_key_file: KeyFileOpt = None,
-    auth_health: AuthHealthOpt = False,
-    cors_origin: CorsOpt = None,
-    rate_limit: RateOpt = 0,
-    max_body_mb: BodyOpt = 8.0,
-    request_timeout: TimeoutOpt = 600.0,
-    header_timeout: HeaderTimeoutOpt = 30.0,
-    max_connections: MaxConnectionsOpt = 512,
-    drain_grace: GraceOpt = 30.0,
-    log_format: LogOpt = "human",
-    metrics_names: MetricsNamesOpt = "mlxctl",
-    prefix_cache: PrefixOpt = True,
-    prefix_cache_gb: PrefixGbOpt = 0.0,
-    prefix_block_size: BlockOpt = 64,
-    prefix_cache_bits: BitsOpt = 0,
-    cache_dir: CacheDirOpt = None,
-    cache_dir_gb: CacheDirGbOpt = 0.0,
-    warm_prompts: WarmOpt = None,
-    warm_prompts_concurrency: WarmNOpt = 2,
-    tool_call_parser: ToolParserOpt = "auto",
-    reasoning_parser: ReasoningParserOpt = "auto",
-    max_retries: RetriesOpt = 3,
-    max_loaded_gb: MaxLoadedOpt = 0.0,
-    keep_alive: KeepAliveOpt = "5m",
-    pin: PinOpt = None,
-    pin_primary: PinPrimaryOpt = True,
-    tui: TuiOpt = False,
-    log_file: LogFileOpt = None,
-    mcp_config: McpConfigOpt = None,
-    mcp_max_rounds: McpRoundsOpt = 8,
-    mcp_audit_log: McpAuditOpt = None,
-    embedding_model: EmbedModelOpt = None,
-    stt_model: SttModelOpt = None,
-    tts_model: TtsModelOpt = None,
-    allowed_local_media_path: MediaPathOpt = None,
-    allow_remote_media: RemoteMediaOpt = False,
-    tensor_parallel: TensorParallelOpt = 1,
-) -> None:
+def serve(ctx: typer.Context, model: ModelOpt = None, models_config: ModelsConfigOpt = None,
+          allow_unconfigured_models: AllowUnconfiguredOpt = False, host: HostOpt = DEFAULT_HOST,
+          port: PortOpt = DEFAULT_PORT, served_model_name: NameOpt = None, dtype: DtypeOpt = "auto",
+          load_format: LoadFormatOpt = "auto", moe_top_k: MoeTopKOpt = None, max_num_seqs: SeqsOpt = 16,
+          prefill_chunk: ChunkOpt = 0, prefill_step_ms: StepMsOpt = None, speculative: SpeculativeOpt = "off",
+          num_draft_tokens: NumDraftTokensOpt = 8, grow_drafts: GrowDraftsOpt = False,
+          draft_model: DraftModelOpt = None, draft_dtype: DraftDtypeOpt = "auto", kv_bits: KvBitsOpt = 0,
+          kv_group_size: KvGroupSizeOpt = 64, max_model_len: MaxModelLenOpt = None,
+          memory_budget_gb: MemoryBudgetOpt = "0", max_waiting: WaitingOpt = 256, stream_interval: IntervalOpt = 1,
+          sse_ping_interval: SsePingOpt = "5", default_temperature: TemperatureOpt = None,
+          default_top_p: TopPOpt = None, default_top_k: TopKOpt = None, default_max_tokens: MaxTokensOpt = None,
+          api_key: KeyOpt = None, api_key_file: KeyFileOpt = None, auth_health: AuthHealthOpt = False,
+          cors_origin: CorsOpt = None, rate_limit: RateOpt = 0, max_body_mb: BodyOpt = 8.0,
+          request_timeout: TimeoutOpt = 600.0, header_timeout: HeaderTimeoutOpt = 30.0,
+          max_connections: MaxConnectionsOpt = 512, drain_grace: GraceOpt = 30.0, log_format: LogOpt = "human",
+          metrics_names: MetricsNamesOpt = "mlxctl", prefix_cache: PrefixOpt = True,
+          prefix_cache_gb: PrefixGbOpt = 0.0, prefix_block_size: BlockOpt = 64, prefix_cache_bits: BitsOpt = 0,
+          cache_dir: CacheDirOpt = None, cache_dir_gb: CacheDirGbOpt = 0.0, warm_prompts: WarmOpt = None,
+          warm_prompts_concurrency: WarmNOpt = 2, tool_call_parser: ToolParserOpt = "auto",
+          reasoning_parser: ReasoningParserOpt = "auto", max_retries: RetriesOpt = 3,
+          max_loaded_gb: MaxLoadedOpt = 0.0, keep_alive: KeepAliveOpt = "5m", pin: PinOpt = None,
+          pin_primary: PinPrimaryOpt = True, tui: TuiOpt = False, log_file: LogFileOpt = None,
+          mcp_config: McpConfigOpt = None, mcp_max_rounds: McpRoundsOpt = 8, mcp_audit_log: McpAuditOpt = None,
+          embedding_model: EmbedModelOpt = None, stt_model: SttModelOpt = None, tts_model: TtsModelOpt = None,
+          allowed_local_media_path: MediaPathOpt = None, allow_remote_media: RemoteMediaOpt = False,
+          tensor_parallel: TensorParallelOpt = 1) -> None:
     """Serve a model over OpenAI- and Anthropic-compatible HTTP APIs.
 
     Listens at once (/health answers 503 until the model is loaded); SIGTERM or Ctrl-C drains
     requests in flight and exits 0.
     """
     ensure_fast_blas()
-    _check_flags(log_format, prefix_cache_bits, prefix_cache, cache_dir, warm_prompts, log_file, tui)
-    check_metrics_names(metrics_names)
-    from mlxctl.cli.memory import kv_flags, memory_budget, shared_budget
-    from mlxctl.cli.speculation import speculation_flags
-
-    engine_flags = {"speculation": speculation_flags(ctx, speculative, num_draft_tokens, draft_model, draft_dtype,
-                                                     tensor_parallel, grow_drafts),
-                    "kv": kv_flags(ctx, kv_bits, kv_group_size, prefix_cache_bits), "max_model_len": max_model_len,
-                    **shared_budget(memory_budget(memory_budget_gb), pin_primary)}
+    _check_flags(log_format, prefix_cache_bits, prefix_cache, cache_dir, warm_prompts, log_file, tui, metrics_names)
+    engine_settings = {**engine_flags(ctx, (speculative, num_draft_tokens, draft_model, draft_dtype, grow_drafts),
+                                      (kv_bits, kv_group_size), max_model_len, tensor_parallel, prefix_cache_bits),
+                       **shared_budget(memory_budget(memory_budget_gb), pin_primary)}
     (first_name, first), extras = split_models(model)
-    settings = _settings(
-        host=host, port=port, model_name=served_model_name or first_name or default_name(first),
-        api_key=read_api_key(api_key, api_key_file, _from_flag(ctx, "api_key")), auth_health=auth_health,
-        cors_origins=tuple(cors_origin or ()), max_body_bytes=int(max_body_mb * 1024 * 1024),
-        rate_limit_per_minute=rate_limit, max_waiting=max_waiting, request_timeout_s=request_timeout,
-        header_timeout_s=header_timeout, max_connections=max_connections,
-        stream_interval=stream_interval, sse_ping_interval_s=ping_interval(sse_ping_interval),
-        drain_grace_s=drain_grace, log_format=log_format, metrics_names=metrics_names,
-        warm_prompts=warm_prompts, warm_prompts_concurrency=warm_prompts_concurrency,
-        tool_call_parser=tool_call_parser, reasoning_parser=reasoning_parser, mcp_config=mcp_config,
-        mcp_max_rounds=mcp_max_rounds, mcp_audit_log=mcp_audit_log, embedding_model=embedding_model,
-        stt_model=stt_model, tts_model=tts_model, allowed_local_media_path=allowed_local_media_path,
-        allow_remote_media=allow_remote_media, pin_primary=pin_primary,
-        sampling_defaults=sampling_defaults(default_temperature, default_top_p, default_top_k, default_max_tokens),
-    )
-    prefix = _prefix_config(prefix_cache, prefix_block_size, prefix_cache_gb, prefix_cache_bits, cache_dir, cache_dir_gb)
-    from mlxctl.cli.serve_models import load_models_config, pool_specs
-    from mlxctl.server.residency import parse_keep_alive
-
-    specs = pool_specs(extras, load_models_config(models_config) if models_config else [], pin, settings.model_name)
-    residency = (specs, int(max_loaded_gb * (1 << 30)), parse_keep_alive(keep_alive, "--keep-alive"), tui,
-                 str(log_file) if log_file else None, allow_unconfigured_models)
-    check_serve_options(tensor_parallel, extra_models=len(specs), cache_dir=cache_dir, prefill_step_ms=prefill_step_ms,
-                        pin_primary=pin_primary)
-    if tensor_parallel > 1 and allow_unconfigured_models:
-        raise BadInputError("--tensor-parallel serves one model", hint="drop --allow-unconfigured-models")
+    settings = _settings(served_model_name or first_name or default_name(first), **locals())
+    prefix = _prefix_config(prefix_cache, prefix_block_size, prefix_cache_gb, prefix_cache_bits, cache_dir,
+                            cache_dir_gb)
+    residency = _residency(extras, settings.model_name, models_config, pin, max_loaded_gb, keep_alive, tui, log_file,
+                           allow_unconfigured_models)
+    check_serve_options(tensor_parallel, extra_models=len(residency[0]), cache_dir=cache_dir,
+                        prefill_step_ms=prefill_step_ms, pin_primary=pin_primary,
+                        allow_unconfigured=allow_unconfigured_models)
     _execute(output_for(ctx), first, (dtype, load_format, moe_top_k), settings, max_num_seqs,
-             ((prefill_chunk, prefill_step_ms), prefix, max_retries, tensor_parallel, engine_flags), residency)
+             ((prefill_chunk, prefill_step_ms), prefix, max_retries, tensor_parallel, engine_settings), residency)
 
 
 def _check_flags(log_format: str, bits: int, prefix_cache: bool, cache_dir: Path | None, warm_prompts: Path | None,
-                 log_file: Path | None, tui: bool) -> None:
+                 log_file: Path | None, tui: bool, metrics_names: str) -> None:
     """Flag values and combinations refused before anything is read or loaded."""
     if log_format not in LOG_FORMATS:
         raise BadInputError(f"unknown log format {log_format!r}", hint="use human or json")
@@ -202,6 +94,7 @@ def _check_flags(log_format: str, bits: int, prefix_cache: bool, cache_dir: Path
         raise BadInputError("--log-file goes with --tui (without it, request logs go to stderr)")
     if tui and not sys.stdout.isatty():
         raise BadInputError("'serve --tui' needs a terminal", hint="drop --tui, and watch it with mlxctl top")
+    check_metrics_names(metrics_names)
 
 
 def check_metrics_names(naming: str) -> None:
@@ -224,13 +117,23 @@ def ping_interval(text: str) -> float:
     return seconds
 
 
-def _settings(*, warm_prompts: Path | None, tool_call_parser: str, reasoning_parser: str, mcp_config: Path | None,
-              mcp_audit_log: Path | None, embedding_model: str | None, stt_model: str | None, tts_model: str | None,
-              allowed_local_media_path: Path | None, **plain) -> Any:
-    """ServeSettings, the files read and the references checked (``plain``: fields taken as given)."""
+def _settings(model_name: str, *, ctx: typer.Context, host: str, port: int, api_key: str | None,
+              api_key_file: Path | None, auth_health: bool, cors_origin: list[str] | None, max_body_mb: float,
+              rate_limit: int, max_waiting: int, request_timeout: float, header_timeout: float, max_connections: int,
+              stream_interval: int, sse_ping_interval: str, drain_grace: float, log_format: str, metrics_names: str,
+              warm_prompts: Path | None, warm_prompts_concurrency: int, tool_call_parser: str, reasoning_parser: str,
+              mcp_config: Path | None, mcp_max_rounds: int, mcp_audit_log: Path | None, embedding_model: str | None,
+              stt_model: str | None, tts_model: str | None, allowed_local_media_path: Path | None,
+              allow_remote_media: bool, pin_primary: bool, default_temperature: str | None,
+              default_top_p: str | None, default_top_k: str | None, default_max_tokens: str | None, **_) -> Any:
+    """ServeSettings from serve's options, by name (``_``: the engine's and the pool's), the files
+    read and the references checked."""
     from mlxctl.server.settings import ServeSettings
     from mlxctl.server.warm import load_warm_prompts
 
+    key = read_api_key(api_key, api_key_file, given_on_command_line(ctx, "api_key"))
+    ping = ping_interval(sse_ping_interval)
+    sampling = sampling_defaults(default_temperature, default_top_p, default_top_k, default_max_tokens)
     warm = tuple(load_warm_prompts(warm_prompts)) if warm_prompts else ()
     check_parsers(tool_call_parser, reasoning_parser)
     mcp = check_mcp_options(mcp_config, mcp_audit_log)
@@ -238,11 +141,31 @@ def _settings(*, warm_prompts: Path | None, tool_call_parser: str, reasoning_par
     check_stt_model(stt_model)
     check_tts_model(tts_model)
     return ServeSettings(
-        warm_prompts=warm, tool_call_parser=tool_call_parser, reasoning_parser=reasoning_parser, mcp_config=mcp,
+        host=host, port=port, model_name=model_name, api_key=key, auth_health=auth_health,
+        cors_origins=tuple(cors_origin or ()), max_body_bytes=int(max_body_mb * 1024 * 1024),
+        rate_limit_per_minute=rate_limit, max_waiting=max_waiting, request_timeout_s=request_timeout,
+        header_timeout_s=header_timeout, max_connections=max_connections, stream_interval=stream_interval,
+        sse_ping_interval_s=ping, drain_grace_s=drain_grace, log_format=log_format, metrics_names=metrics_names,
+        warm_prompts=warm, warm_prompts_concurrency=warm_prompts_concurrency, tool_call_parser=tool_call_parser,
+        reasoning_parser=reasoning_parser, mcp_config=mcp, mcp_max_rounds=mcp_max_rounds,
         mcp_audit_log=str(mcp_audit_log.expanduser()) if mcp_audit_log else None,
         embedding_model=embedding_model.strip() if embedding_model else None,
         stt_model=stt_model.strip() if stt_model else None, tts_model=tts_model.strip() if tts_model else None,
-        allowed_local_media_path=check_media_path(allowed_local_media_path), **plain)
+        allowed_local_media_path=check_media_path(allowed_local_media_path), allow_remote_media=allow_remote_media,
+        pin_primary=pin_primary, sampling_defaults=sampling)
+
+
+def _residency(extras: list, model_name: str, models_config: Path | None, pin: list[str] | None,
+               max_loaded_gb: float, keep_alive: str, tui: bool, log_file: Path | None,
+               allow_unconfigured: bool) -> tuple:
+    """What `_execute` needs for the resident pool: (the extra models' specs, the --max-loaded-gb
+    budget in bytes, --keep-alive in seconds, --tui, --log-file, --allow-unconfigured-models)."""
+    from mlxctl.cli.serve_models import load_models_config, pool_specs
+    from mlxctl.server.residency import parse_keep_alive
+
+    specs = pool_specs(extras, load_models_config(models_config) if models_config else [], pin, model_name)
+    return (specs, int(max_loaded_gb * (1 << 30)), parse_keep_alive(keep_alive, "--keep-alive"), tui,
+            str(log_file) if log_file else None, allow_unconfigured)
 
 
 def _prefix_config(enabled: bool, block_size: int, gb: float, bits: int, cache_dir: Path | None, dir_gb: float):
@@ -326,14 +249,6 @@ def check_mcp_options(config: Path | None, audit_log: Path | None) -> str | None
     path = config.expanduser()
     load_config(path)
     return str(path.resolve())
-
-
-def _from_flag(ctx: typer.Context, name: str) -> bool:
-    """Whether the option was given on the command line (not a default or its variable).
-    Compared by name: Typer runs on a click of its own, whose ParameterSource is not the
-    installed click's (an identity check against that one is always false)."""
-    source = ctx.get_parameter_source(name)
-    return source is not None and source.name == "COMMANDLINE"
 
 
 def default_name(model: str | None) -> str:

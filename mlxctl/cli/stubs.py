@@ -12,9 +12,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from mlxctl.cli.memory import KvBitsOpt, KvGroupSizeOpt, MaxModelLenOpt
+from mlxctl.cli.memory import KvBitsOpt, KvGroupSizeOpt, MaxModelLenOpt, engine_config
 from mlxctl.cli.options import (DEFAULT_URL, DraftDtypeOpt, DraftModelOpt, GrowDraftsOpt, ModelOpt, NumDraftTokensOpt,
-                                SpeculativeOpt, UrlOpt)
+                                SeedOpt, ServerKeyOpt, SpeculativeOpt, SystemOpt, UrlOpt)
 from mlxctl.errors import NotImplementedYetError
 
 
@@ -38,9 +38,6 @@ LoadOpt = Annotated[
     typer.Option("--load", metavar="FILE", show_default=False,
                  help="Start from a conversation saved as JSON (ctrl+s in the app)."),
 ]
-SystemOpt = Annotated[
-    Optional[str], typer.Option("--system", "-s", metavar="TEXT", show_default=False, help="System prompt.")
-]
 ChatTempOpt = Annotated[
     Optional[float],
     typer.Option("--temperature", "-t", metavar="T", min=0.0, max=2.0, show_default=False,
@@ -52,9 +49,6 @@ ChatMaxOpt = Annotated[
     typer.Option("--max-tokens", "-n", metavar="N", min=1, show_default=False,
                  help="Most tokens per answer [default: 1024]."),
 ]
-ChatSeedOpt = Annotated[
-    Optional[int], typer.Option("--seed", metavar="N", show_default=False, help="Seed for reproducible sampling.")
-]
 ChatImageOpt = Annotated[
     Optional[list[Path]],
     typer.Option("--image", metavar="PATH", show_default=False,
@@ -65,7 +59,7 @@ ChatImageOpt = Annotated[
 
 def chat(ctx: typer.Context, model: ModelOpt = None, url: ChatUrlOpt = None, api_key: ChatKeyOpt = None,
          load: LoadOpt = None, system: SystemOpt = None, temperature: ChatTempOpt = None,
-         max_tokens: ChatMaxOpt = None, seed: ChatSeedOpt = None, image: ChatImageOpt = None,
+         max_tokens: ChatMaxOpt = None, seed: SeedOpt = None, image: ChatImageOpt = None,
          speculative: SpeculativeOpt = "off", num_draft_tokens: NumDraftTokensOpt = 8,
          grow_drafts: GrowDraftsOpt = False, draft_model: DraftModelOpt = None, draft_dtype: DraftDtypeOpt = "auto",
          kv_bits: KvBitsOpt = 0, kv_group_size: KvGroupSizeOpt = 64, max_model_len: MaxModelLenOpt = None) -> None:
@@ -83,13 +77,10 @@ def chat(ctx: typer.Context, model: ModelOpt = None, url: ChatUrlOpt = None, api
     from mlxctl.tui.client import base_url
     from mlxctl.tui.conversation import Conversation
 
-    from mlxctl.cli.memory import engine_config, kv_flags
-    from mlxctl.cli.speculation import speculation_flags
-
     base = base_url(url) if url is not None else None
-    speculation = speculation_flags(ctx, speculative, num_draft_tokens, draft_model, draft_dtype, grow=grow_drafts)
-    config = engine_config(speculation, kv_flags(ctx, kv_bits, kv_group_size), max_model_len)
-    local = [flag for flag, given in (("--speculative", speculation.enabled), ("--kv-bits", config.kv.enabled),
+    config = engine_config(ctx, (speculative, num_draft_tokens, draft_model, draft_dtype, grow_drafts),
+                           (kv_bits, kv_group_size), max_model_len)
+    local = [flag for flag, given in (("--speculative", config.speculation.enabled), ("--kv-bits", config.kv.enabled),
                                       ("--max-model-len", max_model_len is not None)) if given]
     if base is not None and local:
         raise BadInputError(f"{local[0]} applies to a model loaded here, not to --url",
@@ -128,14 +119,9 @@ IntervalOpt = Annotated[
     float,
     typer.Option("--interval", metavar="SECONDS", min=0.1, help="Seconds between polls of the server."),
 ]
-TopKeyOpt = Annotated[
-    Optional[str],
-    typer.Option("--api-key", metavar="KEY", envvar="MLXCTL_API_KEY", show_default=False,
-                 help="Bearer token for a server started with --api-key."),
-]
 
 
-def top(url: UrlOpt = DEFAULT_URL, interval: IntervalOpt = 1.0, api_key: TopKeyOpt = None) -> None:
+def top(url: UrlOpt = DEFAULT_URL, interval: IntervalOpt = 1.0, api_key: ServerKeyOpt = None) -> None:
     """Watch a running server live.
 
     Shows requests running and waiting, tokens per second, time to first token, prefix cache

@@ -13,7 +13,7 @@ def check_run_options(n: int, *, images: Any, videos: Any) -> None:
 
 
 def check_serve_options(n: int, *, extra_models: int, cache_dir: Any, prefill_step_ms: int | None = None,
-                        pin_primary: bool = True) -> None:
+                        pin_primary: bool = True, allow_unconfigured: bool = False) -> None:
     """What `serve` cannot do over several ranks yet, refused before anything loads."""
     if n == 1:
         return
@@ -29,6 +29,8 @@ def check_serve_options(n: int, *, extra_models: int, cache_dir: Any, prefill_st
     if cache_dir is not None:
         raise BadInputError("--cache-dir does not work with --tensor-parallel yet (each rank holds a "
                             "different slice of the KV)", hint="drop --cache-dir; the in-memory prefix cache works")
+    if allow_unconfigured:
+        raise BadInputError("--tensor-parallel serves one model", hint="drop --allow-unconfigured-models")
 
 
 def rank_group(n: int, verb: str) -> Any:
