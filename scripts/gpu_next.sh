@@ -122,7 +122,7 @@ case ${PART:-19} in
   for p in edit transcript; do
     for b in new old; do
       pp=$PYTHONPATH; [ $b = old ] && pp=$PWD/.old:$PYTHONPATH
-      PYTHONPATH=$pp timeout 90 $PY scripts/spec_breakdown.py --model "$S" --prompt $p --reps 3 \
+      PYTHONPATH=$pp timeout 150 $PY scripts/spec_breakdown.py --model "$S" --prompt $p --reps 3 \
         > "$OUT/breakdown_${p}_$b.json" 2> "$OUT/breakdown_${p}_$b.log"
     done
   done

@@ -3,6 +3,8 @@ it before each decode-only step)."""
 
 from __future__ import annotations
 
+from collections import deque
+
 
 class Policy:
     """Whether a step checks drafts. A check pays where the tokens it is expected to emit come
@@ -21,17 +23,23 @@ class Policy:
     size behind for up to a thousand steps, and on an H100 it gave back a fifth of the edit-like
     prompt's gain: docs/benchmarks.md.)
 
-    A size checks until both costs are known. Where checks do not pay it checks again after
-    ``RECHECK`` steps it declined, and after twice as many each time they still do not, up to
-    ``MAX_RECHECK``, so a cost measured once, on a step that paid for building its kernels,
-    is measured again."""
+    The cost is what steps usually take: the lower median of each kind's last ``SAMPLES``
+    steps, and a size's first check is not counted, so a step that paid for building its
+    kernels (MLX compiles a new shape's on first use: on an H100 that put a moving average's
+    checks at dozens of plain steps, and both this policy and the one before declined almost
+    every check after it) does not stand for the rest. A size checks until both costs are
+    known. Where checks do not pay it checks again after ``RECHECK`` steps it declined, and
+    after twice as many each time they still do not, up to ``MAX_RECHECK``, so the cost is
+    measured again as the context grows."""
 
     RECHECK = 32
     MAX_RECHECK = 1024
-    WEIGHT = 0.25  # of the newest step in the moving averages
+    SAMPLES = 5  # steps of each kind a batch size's cost is the lower median of
+    WEIGHT = 0.25  # of the newest step in the reported rates' moving averages
 
     def __init__(self) -> None:
-        self.seconds: dict[tuple[int, bool], float] = {}  # (rows, speculative) -> seconds a step
+        self.seconds: dict[tuple[int, bool], deque[float]] = {}  # (rows, speculative) -> the latest steps' seconds
+        self._first_checked: set[int] = set()  # batch sizes whose first (uncounted) check ran
         self.rates: dict[tuple[int, bool], float] = {}  # (rows, speculative) -> tokens/s (reported)
         self._declined: dict[int, int] = {}  # rows -> steps declined since the last check
         self._recheck: dict[int, int] = {}  # rows -> declined steps before the next check (doubles)
@@ -41,7 +49,7 @@ class Policy:
     def cost(self, rows: int) -> float | None:
         """Seconds of a check over seconds of a plain step at ``rows``; None until both are known."""
         spec, plain = self.seconds.get((rows, True)), self.seconds.get((rows, False))
-        return None if spec is None or plain is None else spec / plain
+        return None if not spec or not plain else _lower_median(spec) / _lower_median(plain)
 
     def choose(self, rows: int, expected: float) -> bool:
         """Whether a step of ``rows`` rows whose check is expected to emit ``expected`` tokens checks."""
@@ -71,10 +79,13 @@ class Policy:
         refill, self._after_spec = self._after_spec and not speculative, speculative
         if refill or tokens <= 0 or seconds <= 0:
             return
-        key = (rows, speculative)
-        for table, value in ((self.seconds, seconds), (self.rates, tokens / seconds)):
-            old = table.get(key)
-            table[key] = value if old is None else old + self.WEIGHT * (value - old)
+        key, rate = (rows, speculative), tokens / seconds
+        old = self.rates.get(key)
+        self.rates[key] = rate if old is None else old + self.WEIGHT * (rate - old)
+        if speculative and rows not in self._first_checked:
+            self._first_checked.add(rows)  # it may have built its kernels: not what a check costs
+            return
+        self.seconds.setdefault(key, deque(maxlen=self.SAMPLES)).append(seconds)
 
     def snapshot(self) -> dict:
         """{batch size: {"speculative": tok/s, "plain": tok/s, "check_cost": plain steps a check
@@ -87,3 +98,7 @@ class Policy:
             if cost is not None:
                 out[str(rows)]["check_cost"] = round(cost, 2)
         return out
+
+
+def _lower_median(values: deque[float]) -> float:
+    return sorted(values)[(len(values) - 1) // 2]
