@@ -75,6 +75,10 @@
 # 2026-12-07 (third session): an H200 ran PART=18c and 18g at 4b9b8ab (benchmarks.md, eighteenth pass: the cache's
 # cost is in the steps that prefill groups holding hits); then no device came. Next: PART=18m (merged hits,
 # 5df979d, against .old = be904eb), then PART=18k, then PART=19b.
+# 2026-12-07 (fourth session): an H100 ran PART=18m, 18k, 18g, 19b and 19c at f387313 (benchmarks.md, nineteenth
+# pass and the speculative sections), then PART=19p at ee7e4d4/d6b1766 (the new policy; the edit-like prompt under
+# d6b1766 not measured: its run was the first after the install and timed out). Next: PART=19p (with .old = be904eb),
+# then PART=18v.
 set -uo pipefail
 OUT=${OUT:-bench-results}; mkdir -p "$OUT"
 PY=${PYTHON:-python3}
@@ -119,11 +123,13 @@ case ${PART:-19} in
   # PART=19b's breakdown and transcript again, then the build before (.old carried) for the old policy; then the
   # 1B shape greedy (drafts taken whole) and at temperature 1 (no drafts), the policy against checking whenever likely
   S=/tmp/smollm2; mkdir -p "$S" && cp .gpu-home/models/smollm2-135m/* "$S"/ && cat /tmp/w1 .gpu-w2/part > "$S/model.safetensors"
+  t=240  # the first run after installing MLX compiles every kernel (about 100 s on an H100, 2026-12-07)
   for p in edit transcript; do
     for b in new old; do
       pp=$PYTHONPATH; [ $b = old ] && pp=$PWD/.old:$PYTHONPATH
-      PYTHONPATH=$pp timeout 150 $PY scripts/spec_breakdown.py --model "$S" --prompt $p --reps 3 \
+      PYTHONPATH=$pp timeout $t $PY scripts/spec_breakdown.py --model "$S" --prompt $p --reps 3 \
         > "$OUT/breakdown_${p}_$b.json" 2> "$OUT/breakdown_${p}_$b.log"
+      t=100
     done
   done
   timeout 150 $PY scripts/bench_engine.py --model "$M" --dtype native --prompt-tokens 512 --max-tokens 128 \
