@@ -35,7 +35,7 @@ def _all_chainable(caches: list[Any]) -> bool:
 
 
 def chain(engine: Any, batch: Any, req: Any, pending: tuple[int, Any], draft: list[int], ceiling: int,
-          logits: Any) -> None:
+          logits: Any) -> int:
     """A lone request's checks, each queued before the one before it is read. A check's draft
     needs the tokens before it, so a check cannot overlap the host's work with the device's as
     plain steps do; but where a request copies a long stretch, drafts are taken whole one after
@@ -47,7 +47,8 @@ def chain(engine: Any, batch: Any, req: Any, pending: tuple[int, Any], draft: li
     not taken whole, the next one's positions are cut unread and its draws forgotten (the
     sampler goes back to this check's emitted positions, as for any check). The chain stops
     where work waits to join, where a check is not taken whole, at the request's end, or after
-    ``MAX_CHAIN`` checks; each check's tokens are delivered as they come."""
+    ``MAX_CHAIN`` checks; each check's tokens are delivered as they come. Returns the checks
+    settled (what the policy divides the step's time by)."""
     import mlx.core as mx
 
     from mlxctl.engine.speculative import draw, settle
@@ -72,7 +73,7 @@ def chain(engine: Any, batch: Any, req: Any, pending: tuple[int, Any], draft: li
         pending = (tokens[-1], samples[len(tokens) - 1])
         if not alive:
             batch.keep([])
-            return
+            return n + 1
         if nxt is None:
             break
         draft, drawn = nxt
@@ -80,6 +81,7 @@ def chain(engine: Any, batch: Any, req: Any, pending: tuple[int, Any], draft: li
             req.sampler.restore(drawn.states[-1])
     batch.tokens, batch.samples = as_tokens([pending[0]]), [pending[1]]
     batch.keep([0])
+    return n + 1
 
 
 def _next_check(engine: Any, batch: Any, req: Any, sampled: Any, width: int,

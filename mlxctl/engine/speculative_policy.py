@@ -13,9 +13,9 @@ class Policy:
         expected tokens of the check  >=  rows * (seconds of a check / seconds of a plain step).
 
     The two sides are kept apart because they change at different speeds. The cost ratio is the
-    machine's: moving averages, per batch size, of the seconds of speculative steps and of plain
-    ones that did nothing else (on a GPU a check of a few tokens a row costs about one plain
-    step, on a CPU a batch's check costs several). The expected tokens are the text's, per
+    machine's, per batch size: what a check takes over what a plain step that did nothing else
+    takes (on a GPU a check of a few tokens a row costs about one plain step, on a CPU a batch's
+    check costs several). The expected tokens are the text's, per
     request (engine/speculative.py ``SpeculationStats.expect``): a stretch of text that does not
     repeat lowers one request's expectation until it has decoded some tokens plainly, and does
     not stop the engine from checking the next stretch that does. (An earlier policy compared
@@ -49,7 +49,7 @@ class Policy:
     def cost(self, rows: int) -> float | None:
         """Seconds of a check over seconds of a plain step at ``rows``; None until both are known."""
         spec, plain = self.seconds.get((rows, True)), self.seconds.get((rows, False))
-        return None if not spec or not plain else _lower_median(spec) / _lower_median(plain)
+        return None if not spec or not plain else _lower_median(tuple(spec)) / _lower_median(tuple(plain))
 
     def choose(self, rows: int, expected: float) -> bool:
         """Whether a step of ``rows`` rows whose check is expected to emit ``expected`` tokens checks."""
@@ -70,11 +70,12 @@ class Policy:
         self._recheck[rows] = min(2 * due, self.MAX_RECHECK)
         return True
 
-    def record(self, rows: int, speculative: bool, tokens: int, seconds: float) -> None:
-        """A step of ``rows`` rows that emitted ``tokens`` in ``seconds`` and ran no prompt work.
-        A speculative step that found no draft counts as speculative: looking for drafts needs
-        the pending tokens on the host, so such a step loses the pipeline's overlap, and that
-        is part of what checking costs."""
+    def record(self, rows: int, speculative: bool, tokens: int, seconds: float, checks: int = 1) -> None:
+        """A step of ``rows`` rows that emitted ``tokens`` in ``seconds``, ran no prompt work and,
+        if ``speculative``, ran ``checks`` checks (several where a lone request's checks chain;
+        none where it looked for drafts and found none). Such a step counts as speculative in
+        the rates (looking for drafts needs the pending tokens on the host, so it loses the
+        pipeline's overlap), but only checks say what a check costs."""
         self.counts["speculative" if speculative else "plain"] += 1
         refill, self._after_spec = self._after_spec and not speculative, speculative
         if refill or tokens <= 0 or seconds <= 0:
@@ -82,23 +83,25 @@ class Policy:
         key, rate = (rows, speculative), tokens / seconds
         old = self.rates.get(key)
         self.rates[key] = rate if old is None else old + self.WEIGHT * (rate - old)
+        if speculative and checks < 1:
+            return
         if speculative and rows not in self._first_checked:
             self._first_checked.add(rows)  # it may have built its kernels: not what a check costs
             return
-        self.seconds.setdefault(key, deque(maxlen=self.SAMPLES)).append(seconds)
+        self.seconds.setdefault(key, deque(maxlen=self.SAMPLES)).append(seconds / (checks if speculative else 1))
 
     def snapshot(self) -> dict:
         """{batch size: {"speculative": tok/s, "plain": tok/s, "check_cost": plain steps a check
         costs}} as measured so far."""
-        out: dict = {}
-        for (rows, speculative), rate in sorted(self.rates.items()):
+        out: dict = {}  # read from other threads (/v1/status) while the engine thread records: copies first
+        for (rows, speculative), rate in sorted(list(self.rates.items())):
             out.setdefault(str(rows), {})["speculative" if speculative else "plain"] = round(rate, 1)
-        for rows in {rows for rows, _ in self.seconds}:
+        for rows in {rows for rows, _ in list(self.seconds)}:
             cost = self.cost(rows)
             if cost is not None:
-                out[str(rows)]["check_cost"] = round(cost, 2)
+                out.setdefault(str(rows), {})["check_cost"] = round(cost, 2)
         return out
 
 
-def _lower_median(values: deque[float]) -> float:
+def _lower_median(values: tuple[float, ...]) -> float:
     return sorted(values)[(len(values) - 1) // 2]

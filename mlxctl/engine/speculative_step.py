@@ -137,41 +137,60 @@ def max_rows() -> int:
     return 1 if mx.default_device() == mx.cpu else MAX_ROWS
 
 
-def eligible(engine: Any) -> bool:
-    """Whether this step checks drafts: some request drafts, and its tokens before the pending
-    one make a draft likely (prompt lookup: they end in an n-gram seen before). Looking for
-    drafts needs the pending tokens on the host, which costs a plain step its overlap with the
-    device's work, so text that does not repeat decodes as plain steps."""
+def likely_rows(engine: Any) -> list[bool]:
+    """For each row, whether it drafts and its tokens before the pending one make a draft likely
+    (prompt lookup: they end in an n-gram seen before); all False where this step may not check
+    (speculation off, too many rows, a batch that cannot go back, a request with images, a
+    grammar that cannot draft). Looking for drafts needs the pending tokens on the host, which
+    costs a plain step its overlap with the device's work, so text that does not repeat decodes
+    as plain steps."""
     batch = engine.batch
-    if not engine.speculates or not 0 < len(batch) <= engine.spec_rows:
-        return False
-    if batch.batched and not batched_rollbackable(batch.caches, engine.spec_replay):
-        return False
     reqs = batch.requests
-    return all((r.constraint is None or r.constraint.can_draft) and not r.images and not r.aborted for r in reqs) and \
-        any(r.params.num_draft_tokens != 0 and r.speculation.drafting(r.num_generated)
-            and _proposer(engine, r).likely(r.prompt_tokens, r.generated) for r in reqs)
+    if not engine.speculates or not 0 < len(batch) <= engine.spec_rows:
+        return [False] * len(reqs)
+    if batch.batched and not batched_rollbackable(batch.caches, engine.spec_replay):
+        return [False] * len(reqs)
+    if not all((r.constraint is None or r.constraint.can_draft) and not r.images and not r.aborted for r in reqs):
+        return [False] * len(reqs)
+    return [bool(r.params.num_draft_tokens != 0 and r.speculation.drafting(r.num_generated)
+                 and _proposer(engine, r).likely(r.prompt_tokens, r.generated)) for r in reqs]
 
 
 def wanted(engine: Any) -> bool:
-    """Whether this step checks drafts: it may (:func:`eligible`), and, unless the configuration
-    says to whenever it may (``measured=False``), the policy expects it to pay
-    (engine/speculative_policy.py)."""
-    return eligible(engine) and (not engine.config.speculation.measured
-                                 or engine.spec_policy.choose(len(engine.batch), expected_tokens(engine)))
+    """Whether this step checks drafts: some row's draft is likely (:func:`likely_rows`), and,
+    unless the configuration says to check whenever one is (``measured=False``), the policy
+    expects the check to pay (engine/speculative_policy.py)."""
+    likely = likely_rows(engine)
+    if not any(likely):
+        return False
+    return not engine.config.speculation.measured or \
+        engine.spec_policy.choose(len(likely), expected_tokens(engine, likely))
 
 
-def expected_tokens(engine: Any) -> float:
-    """The tokens a check of this step's batch is expected to emit: each row's pending one, and
-    what the drafting rows' drafts are expected to keep (``SpeculationStats.expect``)."""
-    default = engine.config.speculation.num_draft_tokens
-    total = 0.0
-    for req in engine.batch.requests:
-        asked = req.params.num_draft_tokens
-        k = default if asked is None else asked
-        drafting = k and req.speculation.drafting(req.num_generated)
-        total += 1 + (req.speculation.expect(k, req.num_generated) if drafting else 0)
+def expected_tokens(engine: Any, likely: list[bool]) -> float:
+    """The tokens a check of this step's batch is expected to emit: each row's pending one, and,
+    for each row whose draft is likely, what its draft is expected to keep
+    (``SpeculationStats.expect``), at most the draft's length."""
+    total = float(len(likely))
+    for req, drafts in zip(engine.batch.requests, likely):
+        if drafts:
+            k, _ = next_draft(engine, req)
+            total += min(req.speculation.expect(k, req.num_generated), k)
     return total
+
+
+def next_draft(engine: Any, req: Any) -> tuple[int, int]:
+    """How long ``req``'s next draft may be (0: it does not draft now), and the ceiling a growing
+    draft has (0: drafts do not grow)."""
+    from mlxctl.engine.speculative import grow_ceiling
+
+    asked = req.params.num_draft_tokens  # the request's own, else the engine's
+    k = engine.config.speculation.num_draft_tokens if asked is None else asked
+    ceiling = grow_ceiling(k, engine.spec_grow) if engine.spec_grow and k else 0
+    if ceiling:
+        k = req.speculation.draft_length(k, ceiling)
+    room = req.max_new_tokens - req.num_generated - 1  # tokens it may emit after the pending one
+    return (min(k, room) if req.speculation.drafting(req.num_generated) else 0), ceiling
 
 
 def _proposer(engine: Any, req: Any) -> Any:
@@ -182,40 +201,34 @@ def _proposer(engine: Any, req: Any) -> Any:
     return req.proposer
 
 
-def speculate(engine: Any) -> bool:
+def speculate(engine: Any) -> int:
     """One step: drafts proposed on the host, checked in one forward pass, the accepted tokens
-    (and each row's next token) emitted, the rest cut from the caches. Without any draft, a plain
-    decode step (and False: nothing was checked)."""
+    (and each row's next token) emitted, the rest cut from the caches; returns the checks run
+    (more than one where a lone request's checks chain). Without any draft, a plain decode step
+    (and 0: nothing was checked)."""
     import mlx.core as mx
 
     from mlxctl.engine.constraints import draft_masks
-    from mlxctl.engine.speculative import accept_rows, grow_ceiling
+    from mlxctl.engine.speculative import accept_rows
 
     batch = engine.batch
     reqs, pendings, first = list(batch.requests), batch.tokens.tolist(), list(batch.samples)
     drafts, ceilings = [], []
     for req, pending in zip(reqs, pendings):
-        room = req.max_new_tokens - req.num_generated - 1  # tokens it may emit after the pending one
-        asked = req.params.num_draft_tokens  # the request's own, else the engine's
-        k = engine.config.speculation.num_draft_tokens if asked is None else asked
-        ceiling = grow_ceiling(k, engine.spec_grow) if engine.spec_grow and k else 0
-        if ceiling:
-            k = req.speculation.draft_length(k, ceiling)
+        k, ceiling = next_draft(engine, req)
         ceilings.append(ceiling)
-        k = min(k, room) if req.speculation.drafting(req.num_generated) else 0
         drafts.append(_proposer(engine, req).propose(req.prompt_tokens + req.generated + [pending], k) if k > 0 else [])
     width = max(len(d) for d in drafts)
     if not width or (not batch.batched and not can_roll_back(batch.caches, width + 1, engine.spec_replay)):
         batch.keep(engine._emit(*batch.advance(*engine._decode())))  # nothing recurs; a window about to wrap
-        return False
+        return 0
     saved = recurrent_states(batch.caches) if engine.spec_replay else None
     rows = [[p, *d, *[p] * (width - len(d))] for p, d in zip(pendings, drafts)]
     tap = engine.mixer_tap  # records each recurrent mixer's input, for an undo of those alone
     with tap.recording() if tap is not None else nullcontext():
         logits = engine.runner.verify(batch, rows)
     if saved is None and chains(engine, batch, reqs[0], drafts[0]):
-        chain(engine, batch, reqs[0], (pendings[0], first[0]), drafts[0], ceilings[0], logits)
-        return True
+        return chain(engine, batch, reqs[0], (pendings[0], first[0]), drafts[0], ceilings[0], logits)
     masks = None
     if any(r.constraint is not None for r in reqs):  # the forward runs while the host works out the masks
         mx.async_eval(logits)
@@ -232,7 +245,7 @@ def speculate(engine: Any) -> bool:
     batch.tokens = as_tokens([tokens[-1] for tokens, _ in checked])
     batch.samples = [samples[-1] for _, samples in checked]
     batch.keep(keep)
-    return True
+    return 1
 
 
 def settle_row(engine: Any, req: Any, row: int, drafted: int, ceiling: int, pending: tuple[int, Any],

@@ -234,8 +234,8 @@ def test_the_4bit_model_drafting_for_the_float32_one_changes_nothing(pair, repea
     with Engine(lambda: pair[0].model, config) as engine:
         assert any("Quantized" in type(m).__name__ for _, m in engine.draft.model.named_modules())
         spec = engine.submit(repeat_prompt, SamplingParams(temperature=0, max_tokens=40)).collect()
-        # on the CPU a same-size draft runs as slowly as the target: after its first speculative
-        # step the policy measures that and steps back, so only that step's drafts are checked
+        # the policy weighs each check's expected tokens against what checks cost here (a draft
+        # model's steps included) and may step back; either way the replies are the same
         assert spec.token_ids == plain.token_ids and spec.timings.accepted_tokens > 0
         assert engine.submit(repeat_prompt, seeded).collect().token_ids == plain_seeded.token_ids
         assert engine.stats()["speculative"]["mode"] == "draft"
@@ -385,12 +385,43 @@ def test_the_policy_checks_where_the_expected_tokens_beat_the_cost_and_rechecks(
     assert gaps == [64, 128, 256, 512, 1024, 1024]
     assert policy.choose(4, 8.0)  # paying again: the next decline waits RECHECK steps again
     assert [policy.choose(4, 1.0) for _ in range(Policy.RECHECK)] == [False] * (Policy.RECHECK - 1) + [True]
-    assert policy.choose(1, 0.0)  # each batch size on its own
+    assert policy.choose(1, 0.0)  # each batch size on its own, its first check uncounted too
+    policy.record(1, True, 2, 9.0)
+    assert (1, True) not in policy.seconds and policy.choose(1, 0.0)
+    policy.record(1, True, 9, 0.3, checks=3)  # three chained checks in one step: 0.1 s each
+    policy.record(1, True, 1, 0.05, checks=0)  # looked, found no draft: not a check's cost
+    assert list(policy.seconds[(1, True)]) == [pytest.approx(0.1)]
     policy.record(4, True, 8, 10.0)  # one slow check (a new shape, a pause) does not make checks dear
     assert policy.cost(4) == pytest.approx(2.0)
     policy.record(4, True, 80, 1.0)  # most of the latest do
     assert policy.cost(4) == pytest.approx(10.0)
-    assert policy.snapshot() == {"4": {"plain": 40.0, "speculative": 26.5, "check_cost": 10.0}}
+    assert policy.snapshot()["4"] == {"plain": 40.0, "speculative": 26.5, "check_cost": 10.0}
+    for _ in range(Policy.SAMPLES):  # the latest SAMPLES steps only
+        policy.record(4, True, 8, 0.4)
+    assert policy.cost(4) == pytest.approx(4.0)
+
+
+def test_a_check_is_expected_to_keep_what_each_likely_row_has_kept():
+    from types import SimpleNamespace
+
+    from mlxctl.engine.speculative import SpeculationStats
+    from mlxctl.engine.speculative_step import expected_tokens
+
+    def row(asked, generated=10, max_new=100, stats=None):
+        return SimpleNamespace(params=SimpleNamespace(num_draft_tokens=asked), num_generated=generated,
+                               max_new_tokens=max_new, speculation=stats or SpeculationStats())
+
+    checked = SpeculationStats()
+    checked.add(8, 2, generated=10)  # kept 2 of 8
+    paused = SpeculationStats(paused_until=50)
+    reqs = [row(None), row(3), row(0), row(None, stats=checked), row(None, stats=paused), row(None, max_new=13),
+            row(None)]
+    engine = SimpleNamespace(batch=SimpleNamespace(requests=reqs), spec_grow="",
+                             config=SimpleNamespace(speculation=SimpleNamespace(num_draft_tokens=8)))
+    likely = [True, True, True, True, True, True, False]
+    # pending tokens 7; drafts: 8 (never checked), 3 (its own length), 0 (does not draft), 2 (what it
+    # kept), 0 (paused), 2 (room for 2 more tokens), and nothing for a row whose draft is unlikely
+    assert expected_tokens(engine, likely) == pytest.approx(7 + 8 + 3 + 0 + 2 + 0 + 2)
 
 
 def test_a_request_expects_what_its_checks_kept_and_hopes_again_as_it_decodes_plainly():
