@@ -269,11 +269,11 @@ class Engine(Inbox, Lifecycle):
     def _step(self) -> None:
         plan = self.scheduler.schedule()
         rows, start, emitted = len(self.batch), time.perf_counter(), self._emitted
-        pending, checks = None, 0
+        pending, checks, catch_up = None, 0, 0.0
         speculative = speculative_step.wanted(self)
         if speculative:  # a step that found no draft counts too: it gave up the pipeline's overlap
             with self.prefix.together():
-                checks = speculative_step.speculate(self)
+                checks, catch_up = speculative_step.speculate(self)
         elif rows:
             pending = self.batch.advance(*self._decode())
         joiners = self.prompts.run(plan.prefill)
@@ -284,7 +284,8 @@ class Engine(Inbox, Lifecycle):
         for joiner in joiners:
             self._join(joiner)
         if self.speculates and rows and not plan.prefill:
-            self.spec_policy.record(rows, speculative, self._emitted - emitted, time.perf_counter() - start, checks)
+            self.spec_policy.record(rows, speculative, self._emitted - emitted,
+                                    time.perf_counter() - start - catch_up, checks)
         self._housekeeping(changed=bool(joiners) or len(self.batch) < rows)
         if self.trace is not None:
             self.trace.record(start, rows, plan.prefill, sum(len(j.requests) for j in joiners),

@@ -24,6 +24,7 @@ for its tokens before the next is queued (the draft depends on them).
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -238,6 +239,7 @@ class DraftProposer:
         self.cache: list[Any] | None = None
         self.cached: list[int] = []  # the tokens its cache holds
         self._known = 0  # of those, how many are the request's own (not guesses)
+        self.catch_up_s = 0.0  # the last proposal: seconds bringing the cache up to date past a check's worth
 
     def likely(self, prompt: list[int], generated: list[int]) -> bool:
         return True  # a draft model always guesses
@@ -254,9 +256,13 @@ class DraftProposer:
         if len(self.cached) > keep:
             trim_prompt_cache(self.cache, len(self.cached) - keep)
         new = history[keep:]
+        start_s = time.perf_counter()
         for start in range(0, len(new) - 1, self.CHUNK):
             self.model(mx.array([new[start:min(start + self.CHUNK, len(new) - 1)]]), cache=self.cache)
             mx.eval([c.state for c in self.cache])
+        # more than a check's worth of tokens unseen (the prompt, or what plain steps decoded while the
+        # policy declined): not what a check costs (engine/speculative_policy.py)
+        self.catch_up_s = time.perf_counter() - start_s if len(new) - 1 > k + 1 else 0.0
         token = mx.argmax(self.model(mx.array([new[-1:]]), cache=self.cache)[:, -1, :], axis=-1)
         draft = [token]
         for _ in range(k - 1):

@@ -201,11 +201,12 @@ def _proposer(engine: Any, req: Any) -> Any:
     return req.proposer
 
 
-def speculate(engine: Any) -> int:
+def speculate(engine: Any) -> tuple[int, float]:
     """One step: drafts proposed on the host, checked in one forward pass, the accepted tokens
-    (and each row's next token) emitted, the rest cut from the caches; returns the checks run
-    (more than one where a lone request's checks chain). Without any draft, a plain decode step
-    (and 0: nothing was checked)."""
+    (and each row's next token) emitted, the rest cut from the caches. Returns the checks run
+    (more than one where a lone request's checks chain; 0 where no row had a draft, and the
+    step decoded plainly) and the seconds draft models spent catching up on tokens they had
+    not seen (``DraftProposer.catch_up_s``: what the policy leaves out of a check's cost)."""
     import mlx.core as mx
 
     from mlxctl.engine.constraints import draft_masks
@@ -218,17 +219,18 @@ def speculate(engine: Any) -> int:
         k, ceiling = next_draft(engine, req)
         ceilings.append(ceiling)
         drafts.append(_proposer(engine, req).propose(req.prompt_tokens + req.generated + [pending], k) if k > 0 else [])
+    catch_up = sum(getattr(req.proposer, "catch_up_s", 0.0) for req, d in zip(reqs, drafts) if d)
     width = max(len(d) for d in drafts)
     if not width or (not batch.batched and not can_roll_back(batch.caches, width + 1, engine.spec_replay)):
         batch.keep(engine._emit(*batch.advance(*engine._decode())))  # nothing recurs; a window about to wrap
-        return 0
+        return 0, catch_up
     saved = recurrent_states(batch.caches) if engine.spec_replay else None
     rows = [[p, *d, *[p] * (width - len(d))] for p, d in zip(pendings, drafts)]
     tap = engine.mixer_tap  # records each recurrent mixer's input, for an undo of those alone
     with tap.recording() if tap is not None else nullcontext():
         logits = engine.runner.verify(batch, rows)
     if saved is None and chains(engine, batch, reqs[0], drafts[0]):
-        return chain(engine, batch, reqs[0], (pendings[0], first[0]), drafts[0], ceilings[0], logits)
+        return chain(engine, batch, reqs[0], (pendings[0], first[0]), drafts[0], ceilings[0], logits), catch_up
     masks = None
     if any(r.constraint is not None for r in reqs):  # the forward runs while the host works out the masks
         mx.async_eval(logits)
@@ -245,7 +247,7 @@ def speculate(engine: Any) -> int:
     batch.tokens = as_tokens([tokens[-1] for tokens, _ in checked])
     batch.samples = [samples[-1] for _, samples in checked]
     batch.keep(keep)
-    return 1
+    return 1, catch_up
 
 
 def settle_row(engine: Any, req: Any, row: int, drafted: int, ceiling: int, pending: tuple[int, Any],

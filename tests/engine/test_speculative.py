@@ -810,3 +810,16 @@ def test_a_recurrent_model_that_ignores_row_lengths_speculates_one_request_at_a_
     with Engine(lambda: TinyModel(model=build_model(CONFIGS[arch]), vocab_size=100), NGRAM) as engine:
         assert engine.speculates and engine.spec_rows == 1
     assert "one request at a time" in caplog.text
+
+
+def test_a_draft_model_catching_up_is_timed_apart_from_its_guesses():
+    from mlxctl.engine.speculative import DraftProposer
+
+    proposer = DraftProposer(tiny_loaded().model)
+    history = list(range(1, 40))
+    first = proposer.propose(history, 4)  # the whole prompt goes through it first
+    assert proposer.catch_up_s > 0
+    proposer.propose(history + first[:2] + [7], 4)  # two guesses kept, the next token: a check's worth
+    assert proposer.catch_up_s == 0.0
+    proposer.propose(history + first[:2] + [7] + list(range(50, 70)), 4)  # 20 tokens decoded plainly meanwhile
+    assert proposer.catch_up_s > 0
