@@ -155,6 +155,8 @@ class NgramProposer:
     """Prompt lookup over one request's tokens. Every n-gram (``NGRAM_MIN`` to ``NGRAM_MAX``
     tokens) is indexed once by where it last ended, so a lookup costs the same at any length."""
 
+    catch_up_s = 0.0  # what DraftProposer times apart; prompt lookup has nothing to catch up on
+
     def __init__(self) -> None:
         self._reset()
 

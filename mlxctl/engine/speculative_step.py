@@ -219,7 +219,7 @@ def speculate(engine: Any) -> tuple[int, float]:
         k, ceiling = next_draft(engine, req)
         ceilings.append(ceiling)
         drafts.append(_proposer(engine, req).propose(req.prompt_tokens + req.generated + [pending], k) if k > 0 else [])
-    catch_up = sum(getattr(req.proposer, "catch_up_s", 0.0) for req, d in zip(reqs, drafts) if d)
+    catch_up = sum(req.proposer.catch_up_s for req, d in zip(reqs, drafts) if d)
     width = max(len(d) for d in drafts)
     if not width or (not batch.batched and not can_roll_back(batch.caches, width + 1, engine.spec_replay)):
         batch.keep(engine._emit(*batch.advance(*engine._decode())))  # nothing recurs; a window about to wrap
