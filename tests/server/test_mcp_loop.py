@@ -47,6 +47,15 @@ def mcp_server(serve, calc_config, tmp_path):
     return serve(mcp_config=str(calc_config), mcp_audit_log=str(audit)), audit
 
 
+def no_hub_call_returned(names: list[str], finish: str, ended: tuple[str, ...], calling: str) -> None:
+    """The server ran every call of the hub's tools: none of them comes back to the client. The
+    free rounds after the forced one may still invent a tool the request never declared (SmolLM2
+    once called one named "2 + 3" in the whole suite's run): such a call is the client's to see,
+    as every server passes it on, and the finish reason then says so (``calling``)."""
+    assert not [name for name in names if name.startswith("calc__")], names
+    assert finish in ((calling,) if names else ended), (names, finish)
+
+
 def client(url: str) -> openai.OpenAI:
     return openai.OpenAI(base_url=url + "/v1", api_key="x", timeout=300)
 
@@ -79,8 +88,8 @@ def test_forced_call_runs_on_the_mcp_server_and_the_model_answers(mcp_server):
     assert first["server"] == "calc" and first["tool"] == "add" and first["duration_s"] >= 0
     assert resp.model_extra["mcp_rounds"] >= 2  # the call, then the answer
     choice = resp.choices[0]
-    assert not choice.message.tool_calls  # the MCP calls were handled by the server
-    assert choice.finish_reason in ("stop", "length")
+    no_hub_call_returned([c.function.name for c in choice.message.tool_calls or []], choice.finish_reason,
+                         ("stop", "length"), "tool_calls")
     assert resp.usage.completion_tokens > 0
     lines = [json.loads(line) for line in audit.read_text().splitlines()]
     assert any(line["name"] == "calc__add" and line["is_error"] is False for line in lines)
