@@ -39,7 +39,8 @@
 #            and 256 streams with a shared 27-token opening (PART=18q's, where ragged groups made 0.54x).
 #   PART=19p: the speculation policy of 2026-12-07 against the one before (.old, carried) and against checking
 #            whenever a draft is likely, on the real SmolLM2 (carry .gpu-w2 after PART=1 of gpu_speculative.sh with
-#            .gpu-w1) and the 1B shape greedy and at temperature 1.
+#            .gpu-w1); PART=19q: the 1B shape greedy and at temperature 1, the policy against checking whenever likely.
+#   PART=18e8: 8 streams (the goal cell, 5 repetitions, against no cache, one 8k chunk, no pacing), step-traced.
 #   PART=19b: where the edit-like reply's tokens come from on the GPU (scripts/spec_breakdown.py: off, as
 #            shipped, and speculating whenever a draft is likely; carry .gpu-w2, /tmp/w1 as for PART=19s),
 #            then chained checks against unchained ones (bench_speculative.py --chain-ab), edit-like
@@ -131,7 +132,8 @@ case ${PART:-19} in
         > "$OUT/breakdown_${p}_$b.json" 2> "$OUT/breakdown_${p}_$b.log"
       t=100
     done
-  done
+  done ;;
+19q)  # PART=19p's second half, a call of its own (both halves outran a call's 600 s on 2026-12-07)
   timeout 150 $PY scripts/bench_engine.py --model "$M" --dtype native --prompt-tokens 512 --max-tokens 128 \
     --concurrency 1,4,16,64 --reps 2 --variant spec:speculative=ngram --variant always:speculative=ngram,measured=0 \
     --json > "$OUT/spec_greedy.json" 2> "$OUT/spec_greedy.log"
@@ -226,6 +228,13 @@ case ${PART:-19} in
   timeout 330 $PY scripts/bench_engine.py --model "$M" --dtype native --prompt-tokens 542 --shared-prefix 27 \
     --max-tokens 128 --concurrency 8,64,256 --reps ${REPS:-3} --variant nocache:prefix_cache=0 \
     --json > "$OUT/goal.json" 2> "$OUT/goal.log" ;;
+18e8)  # issue 18's 8 streams (0.97x BatchGenerator on an H100, 2026-12-07): the goal cell with more repetitions,
+  # against no cache, one prefill chunk big enough for the whole wave (8 x 542 tokens), and no prefill pacing;
+  # then step traces of this build's engine with and without the cache (where a round's time goes)
+  timeout 240 $PY scripts/bench_engine.py --model "$M" --dtype native --prompt-tokens 542 --shared-prefix 27 \
+    --max-tokens 128 --concurrency 8 --reps 5 --variant nocache:prefix_cache=0 --variant chunk8k:prefill_chunk=8192 \
+    --variant unpaced:prefill_step_ms=0 --json > "$OUT/goal8.json" 2> "$OUT/goal8.log"
+  REPS=1 alternate 8 8 60 shipped:"" nocache:"--no-prefix-cache" ;;
 18c)  # what the prefix cache costs at 256 streams (2026-12-07, H100: 0.94-0.99x BatchGenerator with it, 1.23x
   # without; a wave's KV, ~5.5 GB, outgrows its 4 GiB budget, so every request that ends evicts): alternating
   # processes, as shipped, no cache, a 16 GiB budget (no evictions), and MLX's pool never returned
