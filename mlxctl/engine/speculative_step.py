@@ -257,7 +257,9 @@ def settle_row(engine: Any, req: Any, row: int, drafted: int, ceiling: int, pend
     check kept but the last (the next pending one) emitted; False once one ends the request."""
     if drafted:
         accepted = min(len(tokens) - 1, drafted)
-        req.speculation.add(drafted, accepted, req.num_generated, ceiling)
+        # counted as of after this check's tokens (the pending one and those kept but the last):
+        # a request relaxes towards hope, or waits out a pause, from where its check left it
+        req.speculation.add(drafted, accepted, req.num_generated + len(tokens), ceiling)
         engine.speculation.add(drafted, accepted)
     return emit_row(engine, req, row, [pending, *zip(tokens[:-1], samples[:-1])], after)
 
