@@ -61,21 +61,24 @@ def admit(waiting: deque[Request], prefilling: list[Request], running: list[Requ
     flight; the others keep their places while later requests go ahead."""
     admitted: list[Request] = []
     held: list[Request] = []
-    busy = any(r.id in one_at_a_time for r in (*prefilling, *running))
+    busy = _suspect_in_flight(one_at_a_time, prefilling, running)
     while waiting and len(prefilling) + len(admitted) < cfg.max_prefilling:
         if len(prefilling) + len(admitted) + len(running) >= cfg.max_num_seqs:
             break
+        if busy and waiting[0].id in one_at_a_time:
+            held.append(waiting.popleft())
+            continue
         if fits is not None and not fits([r.reserve for r in (*running, *prefilling, *admitted, waiting[0])]):
             break  # the head waits for room; nothing overtakes it
         req = waiting.popleft()
-        if req.id in one_at_a_time:
-            if busy:
-                held.append(req)
-                continue
-            busy = True
+        busy = busy or req.id in one_at_a_time
         admitted.append(req)
     waiting.extendleft(reversed(held))
     return admitted
+
+
+def _suspect_in_flight(one_at_a_time: set[str] | frozenset[str], *queues: list[Request]) -> bool:
+    return bool(one_at_a_time) and any(r.id in one_at_a_time for queue in queues for r in queue)
 
 
 def prefill_budget(prefill_chunk: int, decoding: int) -> int:
@@ -227,14 +230,15 @@ class Scheduler:
 
     def admits_next(self) -> bool:
         """Whether the next ``schedule()`` would admit the head of the queue (``admit``'s limits:
-        sequences, prompts prefilling at once, the memory budget). A request that waits on one of
+        sequences, prompts prefilling at once, the memory budget), or, with a suspect in flight,
+        the first request behind the suspects ``admit`` holds back. A request that waits on one of
         them is no reason for a step to stop short (engine/speculative_chain.py)."""
-        if not self.waiting:
-            return False
         inflight = [*self.running, *self.prefilling]
         if len(self.prefilling) >= self.cfg.max_prefilling or len(inflight) >= self.cfg.max_num_seqs:
             return False
-        return self.would_fit is None or self.would_fit([r.reserve for r in (*inflight, self.waiting[0])])
+        busy = _suspect_in_flight(self.one_at_a_time, inflight)
+        head = next((r for r in self.waiting if not (busy and r.id in self.one_at_a_time)), None)
+        return head is not None and (self.would_fit is None or self.would_fit([r.reserve for r in (*inflight, head)]))
 
     def start_running(self, req: Request) -> None:
         """A request whose prompt is done joins the decode batch."""

@@ -63,6 +63,20 @@ def test_admits_next_says_what_the_next_schedule_would_do_with_the_queue_head():
     assert s.schedule().prefill == [] and [r.id for r in s.waiting] == ["b"]
 
 
+def test_admits_next_looks_past_suspects_held_back_as_schedule_does():
+    s, running = decoding(SchedulerConfig(max_num_seqs=8, max_prefilling=4))
+    s.one_at_a_time = {running.id, "s2"}  # a suspect decodes: the next suspect waits
+    s.add(fake("s2"))
+    claims = []
+    s.fits = s.would_fit = lambda reserves: claims.append(len(reserves)) or True
+    assert not s.admits_next() and claims == []  # only a held suspect waits: nothing to admit, no claim asked
+    s.add(fake("b"))
+    assert s.admits_next() and claims == [2]  # "b" goes ahead of it, beside the running one
+    s.schedule()
+    assert [r.id for r in s.prefilling] == ["b"] and [r.id for r in s.waiting] == ["s2"]
+    assert claims == [2, 2]  # schedule asked for room for "b" alone, not for the held suspect
+
+
 def test_plan_prefill_chunks_long_prompt_and_leaves_a_short_ones_share_to_it():
     a, b = fake("a", 1000), fake("b", 30)
     assert plan_prefill([a], 512) == [(a, 512)]
