@@ -30,7 +30,8 @@ class Policy:
     every check after it) does not stand for the rest. A size checks until both costs are
     known. Where checks do not pay it checks again after ``RECHECK`` steps it declined, and
     after twice as many each time they still do not, up to ``MAX_RECHECK``, so the cost is
-    measured again as the context grows."""
+    measured again as the context grows (a recheck that finds no draft to check leaves the
+    interval as it was)."""
 
     RECHECK = 32
     MAX_RECHECK = 1024
@@ -43,6 +44,7 @@ class Policy:
         self.rates: dict[tuple[int, bool], float] = {}  # (rows, speculative) -> tokens/s (reported)
         self._declined: dict[int, int] = {}  # rows -> steps declined since the last check
         self._recheck: dict[int, int] = {}  # rows -> declined steps before the next check (doubles)
+        self._rechecking: dict[int, int] = {}  # rows -> the interval before a recheck's step (until it is recorded)
         self._after_spec = False  # the plain step right after a speculative one only refills the pipeline
         self.counts = {"speculative": 0, "plain": 0}  # decode-only steps of each kind taken while speculating
 
@@ -67,7 +69,7 @@ class Policy:
             self._declined[rows] = waited
             return False
         self._declined[rows] = 0
-        self._recheck[rows] = min(2 * due, self.MAX_RECHECK)
+        self._recheck[rows], self._rechecking[rows] = min(2 * due, self.MAX_RECHECK), due
         return True
 
     def record(self, rows: int, speculative: bool, tokens: int, seconds: float, checks: int = 1) -> None:
@@ -77,6 +79,9 @@ class Policy:
         the rates (looking for drafts needs the pending tokens on the host, so it loses the
         pipeline's overlap), but only checks say what a check costs."""
         self.counts["speculative" if speculative else "plain"] += 1
+        due = self._rechecking.pop(rows, None)
+        if due is not None and speculative and checks < 1:
+            self._recheck[rows] = due  # a recheck that found no draft measured nothing: the interval stays
         refill, self._after_spec = self._after_spec and not speculative, speculative
         if refill or tokens <= 0 or seconds <= 0:
             return

@@ -385,6 +385,10 @@ def test_the_policy_checks_where_the_expected_tokens_beat_the_cost_and_rechecks(
     assert gaps == [64, 128, 256, 512, 1024, 1024]
     assert policy.choose(4, 8.0)  # paying again: the next decline waits RECHECK steps again
     assert [policy.choose(4, 1.0) for _ in range(Policy.RECHECK)] == [False] * (Policy.RECHECK - 1) + [True]
+    policy.record(4, True, 4, 0.1, checks=0)  # that recheck found no draft: the next comes as late
+    assert [policy.choose(4, 1.0) for _ in range(Policy.RECHECK)] == [False] * (Policy.RECHECK - 1) + [True]
+    policy.record(4, True, 8, 0.2)  # this one checked (and lost): the next comes twice as late
+    assert [policy.choose(4, 1.0) for _ in range(2 * Policy.RECHECK)] == [False] * (2 * Policy.RECHECK - 1) + [True]
     assert policy.choose(1, 0.0)  # each batch size on its own, its first check uncounted too
     policy.record(1, True, 2, 9.0)
     assert (1, True) not in policy.seconds and policy.choose(1, 0.0)
@@ -394,8 +398,9 @@ def test_the_policy_checks_where_the_expected_tokens_beat_the_cost_and_rechecks(
     policy.record(4, True, 8, 10.0)  # one slow check (a new shape, a pause) does not make checks dear
     assert policy.cost(4) == pytest.approx(2.0)
     policy.record(4, True, 80, 1.0)  # most of the latest do
+    policy.record(4, True, 80, 1.0)
     assert policy.cost(4) == pytest.approx(10.0)
-    assert policy.snapshot()["4"] == {"plain": 40.0, "speculative": 26.5, "check_cost": 10.0}
+    assert policy.snapshot()["4"] == {"plain": 40.0, "speculative": 45.2, "check_cost": 10.0}
     for _ in range(Policy.SAMPLES):  # the latest SAMPLES steps only
         policy.record(4, True, 8, 0.4)
     assert policy.cost(4) == pytest.approx(4.0)
