@@ -126,7 +126,7 @@ case ${PART:-19} in
   S=/tmp/smollm2; mkdir -p "$S" && cp .gpu-home/models/smollm2-135m/* "$S"/ && cat /tmp/w1 .gpu-w2/part > "$S/model.safetensors"
   t=240  # the first run after installing MLX compiles every kernel (about 100 s on an H100, 2026-12-07)
   for p in edit transcript; do
-    for b in new old; do
+    for b in ${BUILDS:-new old}; do  # BUILDS=new: this build alone (no .old to carry)
       pp=$PYTHONPATH; [ $b = old ] && pp=$PWD/.old:$PYTHONPATH
       PYTHONPATH=$pp timeout $t $PY scripts/spec_breakdown.py --model "$S" --prompt $p --reps 3 \
         > "$OUT/breakdown_${p}_$b.json" 2> "$OUT/breakdown_${p}_$b.log"
