@@ -31,7 +31,10 @@ class Policy:
     known. Where checks do not pay it checks again after ``RECHECK`` steps it declined, and
     after twice as many each time they still do not, up to ``MAX_RECHECK``, so the cost is
     measured again as the context grows (a recheck that finds no draft to check leaves the
-    interval as it was)."""
+    interval as it was). Where not even a check whose drafts are all taken whole could pay, the
+    size waits ``MAX_RECHECK`` steps at once: a draft model that guesses slower than the target
+    decodes costs a catch-up over every token it missed at each recheck, which the check's
+    cost leaves out."""
 
     RECHECK = 32
     MAX_RECHECK = 1024
@@ -53,8 +56,9 @@ class Policy:
         spec, plain = self.seconds.get((rows, True)), self.seconds.get((rows, False))
         return None if not spec or not plain else _lower_median(tuple(spec)) / _lower_median(tuple(plain))
 
-    def choose(self, rows: int, expected: float) -> bool:
-        """Whether a step of ``rows`` rows whose check is expected to emit ``expected`` tokens checks."""
+    def choose(self, rows: int, expected: float, best: float | None = None) -> bool:
+        """Whether a step of ``rows`` rows whose check is expected to emit ``expected`` tokens (and
+        at most ``best``) checks."""
         if (rows, True) not in self.seconds:
             return True
         cost = self.cost(rows)
@@ -64,6 +68,10 @@ class Policy:
             self._recheck.pop(rows, None)
             self._declined[rows] = 0
             return True
+        if best is not None and best < rows * cost:
+            # not even drafts taken whole would pay (a draft model slower than the target, as the
+            # 4-bit SmolLM2 is on a CPU): rechecks, and a draft model's catching up, come seldom
+            self._recheck[rows] = self.MAX_RECHECK
         waited, due = self._declined.get(rows, 0) + 1, self._recheck.get(rows, self.RECHECK)
         if waited < due:
             self._declined[rows] = waited

@@ -164,19 +164,21 @@ def wanted(engine: Any) -> bool:
     if not any(likely):
         return False
     return not engine.config.speculation.measured or \
-        engine.spec_policy.choose(len(likely), expected_tokens(engine, likely))
+        engine.spec_policy.choose(len(likely), *expected_tokens(engine, likely))
 
 
-def expected_tokens(engine: Any, likely: list[bool]) -> float:
+def expected_tokens(engine: Any, likely: list[bool]) -> tuple[float, int]:
     """The tokens a check of this step's batch is expected to emit: each row's pending one, and,
     for each row whose draft is likely, what its draft is expected to keep
-    (``SpeculationStats.expect``), at most the draft's length."""
-    total = float(len(likely))
+    (``SpeculationStats.expect``), at most the draft's length; and the most it could emit (every
+    likely draft taken whole)."""
+    total, best = float(len(likely)), len(likely)
     for req, drafts in zip(engine.batch.requests, likely):
         if drafts:
             k, _ = next_draft(engine, req)
             total += min(req.speculation.expect(k, req.num_generated), k)
-    return total
+            best += k
+    return total, best
 
 
 def next_draft(engine: Any, req: Any) -> tuple[int, int]:

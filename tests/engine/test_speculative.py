@@ -406,6 +406,26 @@ def test_the_policy_checks_where_the_expected_tokens_beat_the_cost_and_rechecks(
     assert policy.cost(4) == pytest.approx(4.0)
 
 
+def test_where_not_even_drafts_taken_whole_would_pay_the_policy_waits_longest():
+    from mlxctl.engine.speculative_policy import Policy
+
+    policy = Policy()  # one row whose check costs 20 plain steps (a draft model slower than the target)
+    for seconds in (9.0, 2.0):  # the first check (uncounted), then one counted
+        assert policy.choose(1, 9.0, best=9)
+        policy.record(1, True, 9, seconds)
+    policy.record(1, False, 1, 1.0)  # the refill after a check
+    policy.record(1, False, 1, 0.1)
+    assert policy.cost(1) == pytest.approx(20.0)
+    # 9 tokens at best (8 drafted, all kept, and the pending one) against 20: the next check is MAX_RECHECK away
+    picks = [policy.choose(1, 9.0, best=9) for _ in range(Policy.MAX_RECHECK)]
+    assert picks == [False] * (Policy.MAX_RECHECK - 1) + [True]
+    # where a draft taken whole would pay (best 30), a poor expectation rechecks on the usual schedule
+    other = Policy()
+    other.seconds = {k: v.copy() for k, v in policy.seconds.items()}
+    picks = [other.choose(1, 9.0, best=30) for _ in range(Policy.RECHECK)]
+    assert picks == [False] * (Policy.RECHECK - 1) + [True]
+
+
 def test_a_check_is_expected_to_keep_what_each_likely_row_has_kept():
     from types import SimpleNamespace
 
@@ -426,7 +446,9 @@ def test_a_check_is_expected_to_keep_what_each_likely_row_has_kept():
     likely = [True, True, True, True, True, True, False]
     # pending tokens 7; drafts: 8 (never checked), 3 (its own length), 0 (does not draft), 2 (what it
     # kept), 0 (paused), 2 (room for 2 more tokens), and nothing for a row whose draft is unlikely
-    assert expected_tokens(engine, likely) == pytest.approx(7 + 8 + 3 + 0 + 2 + 0 + 2)
+    expected, best = expected_tokens(engine, likely)
+    assert expected == pytest.approx(7 + 8 + 3 + 0 + 2 + 0 + 2)
+    assert best == 7 + 8 + 3 + 0 + 8 + 0 + 2  # every likely draft taken whole
 
 
 def test_a_request_expects_what_its_checks_kept_and_hopes_again_as_it_decodes_plainly():
