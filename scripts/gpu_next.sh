@@ -80,6 +80,9 @@
 # pass and the speculative sections), then PART=19p at ee7e4d4/d6b1766 (the new policy; the edit-like prompt under
 # d6b1766 not measured: its run was the first after the install and timed out). Next: PART=19p (with .old = be904eb),
 # then PART=18v.
+# 2026-12-07 (fifth session): no device could be started (every start failed over 100 minutes). Next, in this order:
+# PART=19p BUILDS=new (the edit-like prompt under the policy, never measured on a GPU), PART=18e8 (8 streams),
+# PART=19q, then PART=18v.
 set -uo pipefail
 OUT=${OUT:-bench-results}; mkdir -p "$OUT"
 PY=${PYTHON:-python3}
