@@ -170,20 +170,31 @@ def wanted(engine: Any) -> bool:
 def expected_tokens(engine: Any, likely: list[bool]) -> tuple[float, int]:
     """The tokens a check of this step's batch is expected to emit: each row's pending one, and,
     for each row whose draft is likely, what its draft is expected to keep
-    (``SpeculationStats.expect``), at most the draft's length; and the most it could emit (every
-    likely draft taken whole)."""
+    (``SpeculationStats.expect``), at most the draft's length; and the most a check of these
+    rows could emit (every likely draft taken whole, at its full length: a draft cut short by a
+    reply's end says nothing of what checks at this batch size can pay, and the policy lets a
+    size that cannot pay wait longest)."""
     total, best = float(len(likely)), len(likely)
     for req, drafts in zip(engine.batch.requests, likely):
         if drafts:
             k, _ = next_draft(engine, req)
             total += min(req.speculation.expect(k, req.num_generated), k)
-            best += k
+            best += draft_length(engine, req)[0] if k else 0
     return total, best
 
 
 def next_draft(engine: Any, req: Any) -> tuple[int, int]:
-    """How long ``req``'s next draft may be (0: it does not draft now), and the ceiling a growing
-    draft has (0: drafts do not grow)."""
+    """How long ``req``'s next draft may be (0: it does not draft now; at most the tokens its
+    reply has room for after the pending one), and the ceiling a growing draft has (0: drafts do
+    not grow)."""
+    k, ceiling = draft_length(engine, req)
+    room = req.max_new_tokens - req.num_generated - 1  # tokens it may emit after the pending one
+    return (min(k, room) if req.speculation.drafting(req.num_generated) else 0), ceiling
+
+
+def draft_length(engine: Any, req: Any) -> tuple[int, int]:
+    """``req``'s draft length (its own ``num_draft_tokens``, else the engine's, grown where
+    drafts grow) whatever room its reply has left, and the growing ceiling (0: none)."""
     from mlxctl.engine.speculative import grow_ceiling
 
     asked = req.params.num_draft_tokens  # the request's own, else the engine's
@@ -191,8 +202,7 @@ def next_draft(engine: Any, req: Any) -> tuple[int, int]:
     ceiling = grow_ceiling(k, engine.spec_grow) if engine.spec_grow and k else 0
     if ceiling:
         k = req.speculation.draft_length(k, ceiling)
-    room = req.max_new_tokens - req.num_generated - 1  # tokens it may emit after the pending one
-    return (min(k, room) if req.speculation.drafting(req.num_generated) else 0), ceiling
+    return k, ceiling
 
 
 def _proposer(engine: Any, req: Any) -> Any:

@@ -448,7 +448,34 @@ def test_a_check_is_expected_to_keep_what_each_likely_row_has_kept():
     # kept), 0 (paused), 2 (room for 2 more tokens), and nothing for a row whose draft is unlikely
     expected, best = expected_tokens(engine, likely)
     assert expected == pytest.approx(7 + 8 + 3 + 0 + 2 + 0 + 2)
-    assert best == 7 + 8 + 3 + 0 + 8 + 0 + 2  # every likely draft taken whole
+    # every likely draft taken whole, at its full length even where the reply ends sooner
+    assert best == 7 + 8 + 3 + 0 + 8 + 0 + 8
+
+
+def test_a_reply_near_its_end_does_not_make_the_policy_wait_longest():
+    """A draft cut short by ``max_tokens`` bounds what this check can emit, not what checks at
+    its batch size can: the best case that makes a size wait ``MAX_RECHECK`` steps reads the
+    full draft length (a size marked so at the end of one reply declined the next one's checks)."""
+    from types import SimpleNamespace
+
+    from mlxctl.engine.speculative import SpeculationStats
+    from mlxctl.engine.speculative_policy import Policy
+    from mlxctl.engine.speculative_step import expected_tokens
+
+    ending = SimpleNamespace(params=SimpleNamespace(num_draft_tokens=None), num_generated=97,
+                             max_new_tokens=100, speculation=SpeculationStats())
+    engine = SimpleNamespace(batch=SimpleNamespace(requests=[ending]), spec_grow="",
+                             config=SimpleNamespace(speculation=SimpleNamespace(num_draft_tokens=8)))
+    expected, best = expected_tokens(engine, [True])
+    assert (expected, best) == (1 + 2, 1 + 8)  # two tokens of room; a full draft's best
+    policy = Policy()
+    for speculative, seconds in [(False, 1.0)] * 5 + [(True, 4.0)] * 6:  # a check costs 4 plain steps
+        policy.record(1, speculative, 1, seconds)
+    assert not policy.choose(1, expected, best)  # 3 tokens do not pay 4 plain steps; 9 would
+    # the next reply, whose text has not repeated lately (2 tokens expected): rechecked after the
+    # usual interval, not after the longest
+    picks = [policy.choose(1, 2.0, best) for _ in range(Policy.RECHECK)]
+    assert any(picks)
 
 
 def test_a_request_expects_what_its_checks_kept_and_hopes_again_as_it_decodes_plainly():
