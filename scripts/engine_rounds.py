@@ -4,7 +4,7 @@ sampling profiler (py-spy) watches, and a build's own figure for A/B runs of two
   python scripts/engine_rounds.py --model REF [--load-format dummy] [--dtype native]
          [--prompt-tokens 542] [--shared-prefix 27] [--max-tokens 128] [--concurrency 64]
          [--rounds 6] [--warmup 2] [--no-prefix-cache] [--min-reuse-tokens N] [--align-tokens N]
-         [--prefix-max-mib MIB]
+         [--prefix-max-mib MIB] [--prefill-chunk N]
          [--clear-every STEPS] [--pool-cap-mib MIB] [--cache-limit-mib MIB] [--attention-buckets]
 
 Each round draws new random prompts (``bench_engine.prompts``: with ``--shared-prefix N`` every
@@ -48,6 +48,8 @@ def main() -> int:
     p.add_argument("--pool-cap-mib", type=int, default=None, help="the pool returned after a batch change past this")
     p.add_argument("--cache-limit-mib", type=int, default=None, help="mx.set_cache_limit: MLX's own bound on the pool")
     p.add_argument("--attention-buckets", action="store_true", help="prefill attention on rounded-up shapes (CUDA)")
+    p.add_argument("--prefill-chunk", type=int, default=0,
+                   help="prompt tokens a step (0: by backend; 4096 on a CPU plans steps as a GPU does)")
     args = p.parse_args()
     if args.rounds < 1 or args.warmup < 0 or args.concurrency < 1 or args.prompt_tokens < 1:
         p.error("--rounds, --concurrency and --prompt-tokens must be at least 1, --warmup at least 0")
@@ -65,7 +67,8 @@ def main() -> int:
     from mlxctl.engine.scheduler import SchedulerConfig
 
     loaded = loaded_model(args)
-    config = EngineConfig(SchedulerConfig(max_num_seqs=max(16, args.concurrency), max_prefilling=8))
+    config = EngineConfig(SchedulerConfig(max_num_seqs=max(16, args.concurrency), max_prefilling=8,
+                                          prefill_chunk=args.prefill_chunk))
     prefix = {"enabled": False} if args.no_prefix_cache else {}
     if args.min_reuse_tokens is not None:
         prefix["min_reuse_tokens"] = args.min_reuse_tokens

@@ -239,6 +239,13 @@ case ${PART:-19} in
     --max-tokens 128 --concurrency 8 --reps 5 --variant nocache:prefix_cache=0 --variant chunk8k:prefill_chunk=8192 \
     --variant unpaced:prefill_step_ms=0 --json > "$OUT/goal8.json" 2> "$OUT/goal8.log"
   REPS=1 alternate 8 8 60 shipped:"" nocache:"--no-prefix-cache" ;;
+18e9)  # PART=18e8's finding (H100, 2026-12-07, sixth session): at 8 streams every decode step took 7.2 ms with the
+  # prefix cache on against 4.7 without (engine_rounds.py, one process each). Which part: the parts turned off one
+  # at a time (bench_prefix_parts.py, one process, interleaved), then alternating processes as shipped, without the
+  # cache and with the 27-token hits let go (fresh groups, blocks still remembered), traced
+  timeout ${T:-240} $PY scripts/bench_prefix_parts.py --model "$M" --dtype native --prompt-tokens 542 --shared-prefix 27 \
+    --max-tokens 128 --concurrency 8 --reps 5 > "$OUT/parts8.txt" 2>&1
+  REPS=1 alternate 8 6 60 shipped:"" nocache:"--no-prefix-cache" short:"--min-reuse-tokens 128" ;;
 18c)  # what the prefix cache costs at 256 streams (2026-12-07, H100: 0.94-0.99x BatchGenerator with it, 1.23x
   # without; a wave's KV, ~5.5 GB, outgrows its 4 GiB budget, so every request that ends evicts): alternating
   # processes, as shipped, no cache, a 16 GiB budget (no evictions), and MLX's pool never returned

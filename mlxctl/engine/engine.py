@@ -286,6 +286,8 @@ class Engine(Inbox, Lifecycle):
         if self.speculates and rows and not plan.prefill:
             self.spec_policy.record(rows, speculative, self._emitted - emitted,
                                     time.perf_counter() - start - catch_up, checks)
+        elif self.speculates and rows:
+            self.spec_policy.skipped(speculative)
         self._housekeeping(changed=bool(joiners) or len(self.batch) < rows)
         if self.trace is not None:
             self.trace.record(start, rows, plan.prefill, sum(len(j.requests) for j in joiners),

@@ -201,14 +201,19 @@ class NgramProposer:
         """Whether the request's tokens so far, before the pending one (still on the device),
         end in an n-gram that occurred before: where they do not, a draft after the pending token
         is unlikely, and the step need not wait for that token to look (engine/speculative_step.py)."""
-        if len(self.tokens) > len(prompt) + len(generated):  # a pending token a failed step never emitted
-            self._reset()  # indexed again from the request's own tokens
+        last = len(self.tokens) - 1
+        if last >= len(prompt) + len(generated) or \
+                (last >= len(prompt) and self.tokens[last] != generated[last - len(prompt)]):
+            self._reset()  # a pending token a failed step never emitted: indexed again from the request's own
         if len(self.tokens) < len(prompt):
             self._extend(prompt)
         self.tokens.extend(generated[len(self.tokens) - len(prompt):])
         return self._suffix_found() is not None
 
     def _extend(self, history: list[int]) -> None:
+        last = len(self.tokens) - 1
+        if last >= len(history) or (last >= 0 and self.tokens[last] != history[last]):
+            self._reset()  # as in ``likely``: only the last token (a pending one) can have gone
         self.tokens.extend(history[len(self.tokens):])
 
     def _suffix_found(self) -> int | None:
@@ -252,7 +257,11 @@ class DraftProposer:
 
         if self.cache is None:
             self.cache = make_prompt_cache(self.model)
-        keep = self._known
+        # what it saw of the request's own tokens, but the last proposal's pending token where a failed
+        # step never emitted it (the request resumed with another in its place)
+        keep = min(self._known, len(history) - 1)
+        if keep and self.cached[keep - 1] != history[keep - 1]:
+            keep -= 1
         while keep < min(len(self.cached), len(history) - 1) and self.cached[keep] == history[keep]:
             keep += 1
         if len(self.cached) > keep:

@@ -59,6 +59,7 @@ class Policy:
     def choose(self, rows: int, expected: float, best: float | None = None) -> bool:
         """Whether a step of ``rows`` rows whose check is expected to emit ``expected`` tokens (and
         at most ``best``) checks."""
+        self._rechecking.pop(rows, None)  # a recheck whose step was never recorded (it prefilled, or failed)
         if (rows, True) not in self.seconds:
             return True
         cost = self.cost(rows)
@@ -102,6 +103,11 @@ class Policy:
             self._first_checked.add(rows)  # it may have built its kernels: not what a check costs
             return
         self.seconds.setdefault(key, deque(maxlen=self.SAMPLES)).append(seconds / (checks if speculative else 1))
+
+    def skipped(self, speculative: bool) -> None:
+        """A step not measured (it also ran prompt work): a plain step after a speculative one
+        still only refills the pipeline."""
+        self._after_spec = speculative
 
     def snapshot(self) -> dict:
         """{batch size: {"speculative": tok/s, "plain": tok/s, "check_cost": plain steps a check

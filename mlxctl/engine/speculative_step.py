@@ -150,6 +150,8 @@ def likely_rows(engine: Any) -> list[bool]:
         return [False] * len(reqs)
     if batch.batched and not batched_rollbackable(batch.caches, engine.spec_replay):
         return [False] * len(reqs)
+    if not batch.batched and not can_roll_back(batch.caches, 2, engine.spec_replay):
+        return [False] * len(reqs)  # a full sliding window: no check could run, so none is looked for
     if not all((r.constraint is None or r.constraint.can_draft) and not r.images and not r.aborted for r in reqs):
         return [False] * len(reqs)
     return [bool(r.params.num_draft_tokens != 0 and r.speculation.drafting(r.num_generated)
