@@ -83,6 +83,9 @@
 # 2026-12-07 (fifth session): no device could be started (every start failed over 100 minutes). Next, in this order:
 # PART=19p BUILDS=new (the edit-like prompt under the policy, never measured on a GPU), PART=18e8 (8 streams),
 # PART=19q, then PART=18v.
+# 2026-12-07 (sixth session): an H100 ran PART=18e8, 19p (BUILDS=new), 19q and 18v at 11f41a4 (benchmarks.md,
+# twentieth pass and "One H100, 2026-12-07 (sixth session)"): at 8 streams decode steps took 2.5 ms more with the
+# prefix cache on. Next: PART=18e9 (which part of the cache), then PART=18g for the goal table on an H200.
 set -uo pipefail
 OUT=${OUT:-bench-results}; mkdir -p "$OUT"
 PY=${PYTHON:-python3}
