@@ -85,7 +85,10 @@
 # PART=19q, then PART=18v.
 # 2026-12-07 (sixth session): an H100 ran PART=18e8, 19p (BUILDS=new), 19q and 18v at 11f41a4 (benchmarks.md,
 # twentieth pass and "One H100, 2026-12-07 (sixth session)"): at 8 streams decode steps took 2.5 ms more with the
-# prefix cache on. Next: PART=18e9 (which part of the cache), then PART=18g for the goal table on an H200.
+# prefix cache on; PART=18e9's question was then answered by hand on the same card (bench_prefix_parts.py at 8
+# streams, four engine_rounds.py processes alternating): the card's decode steps switched between about 5.5 and
+# 8-10 ms from round to round with or without the cache, so no cache cost at 8 streams. Next: PART=18g (the goal
+# table) on an H200, then PART=18c (the answer copies at the end of a 256-stream wave, traced).
 set -uo pipefail
 OUT=${OUT:-bench-results}; mkdir -p "$OUT"
 PY=${PYTHON:-python3}
@@ -242,8 +245,8 @@ case ${PART:-19} in
     --max-tokens 128 --concurrency 8 --reps 5 --variant nocache:prefix_cache=0 --variant chunk8k:prefill_chunk=8192 \
     --variant unpaced:prefill_step_ms=0 --json > "$OUT/goal8.json" 2> "$OUT/goal8.log"
   REPS=1 alternate 8 8 60 shipped:"" nocache:"--no-prefix-cache" ;;
-18e9)  # PART=18e8's finding (H100, 2026-12-07, sixth session): at 8 streams every decode step took 7.2 ms with the
-  # prefix cache on against 4.7 without (engine_rounds.py, one process each). Which part: the parts turned off one
+18e9)  # PART=18e8's lead (H100, 2026-12-07, sixth session; it did not hold): at 8 streams every decode step took 7.2 ms
+  # with the prefix cache on against 4.7 without (engine_rounds.py, one process each). Which part: the parts turned off one
   # at a time (bench_prefix_parts.py, one process, interleaved), then alternating processes as shipped, without the
   # cache and with the 27-token hits let go (fresh groups, blocks still remembered), traced
   timeout ${T:-240} $PY scripts/bench_prefix_parts.py --model "$M" --dtype native --prompt-tokens 542 --shared-prefix 27 \
