@@ -154,7 +154,9 @@ def likely_rows(engine: Any) -> list[bool]:
         return [False] * len(reqs)  # a full sliding window: no check could run, so none is looked for
     if not all((r.constraint is None or r.constraint.can_draft) and not r.images and not r.aborted for r in reqs):
         return [False] * len(reqs)
+    # a reply with no room after its pending token drafts nothing: its last step stays a plain one
     return [bool(r.params.num_draft_tokens != 0 and r.speculation.drafting(r.num_generated)
+                 and r.max_new_tokens - r.num_generated > 1
                  and _proposer(engine, r).likely(r.prompt_tokens, r.generated)) for r in reqs]
 
 

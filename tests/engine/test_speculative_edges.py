@@ -274,3 +274,21 @@ def test_a_draft_never_runs_past_max_tokens(monkeypatch):
         assert out.finish_reason is FinishReason.LENGTH and out.usage.completion_tokens == n
     assert asked and all(0 < k <= n - before - 1 for n, before, k in asked)
     assert any(k == n - before - 1 for n, before, k in asked)  # some drafts filled the room exactly
+
+
+def test_a_reply_at_its_last_token_does_not_look_for_a_draft(monkeypatch):
+    """The last token of a reply leaves no room for a draft (``max_tokens``): that step is a
+    plain, pipelined one, not a step that waits for its pending token on the host to draft
+    nothing (and it gives the policy no check whose best case is one token)."""
+    prompt = PROMPTS[0]
+    params = SamplingParams(temperature=0, max_tokens=10)
+    with Engine(lambda: tiny_loaded()) as engine:
+        plain = engine.submit(prompt, params).collect()
+    # every other draft token wrong: after the first check each emits two tokens, so the tenth is left alone
+    asked = _script(monkeypatch, [prompt], [plain.token_ids], [2])
+    with Engine(lambda: tiny_loaded(), EngineConfig(speculation=EAGER)) as engine:
+        out = engine.submit(prompt, params).collect()
+    steps = engine.spec_policy.counts  # read once the engine thread has ended (it records a step after its events)
+    assert out.token_ids == plain.token_ids
+    assert asked and all(k > 0 for _, _, k in asked)
+    assert steps["plain"] == 1  # the reply's last step
