@@ -201,20 +201,24 @@ class NgramProposer:
         """Whether the request's tokens so far, before the pending one (still on the device),
         end in an n-gram that occurred before: where they do not, a draft after the pending token
         is unlikely, and the step need not wait for that token to look (engine/speculative_step.py)."""
-        last = len(self.tokens) - 1
-        if last >= len(prompt) + len(generated) or \
-                (last >= len(prompt) and self.tokens[last] != generated[last - len(prompt)]):
-            self._reset()  # a pending token a failed step never emitted: indexed again from the request's own
+        n = len(prompt)
+        self._forget_stale(n + len(generated), lambda i: prompt[i] if i < n else generated[i - n])
         if len(self.tokens) < len(prompt):
             self._extend(prompt)
         self.tokens.extend(generated[len(self.tokens) - len(prompt):])
         return self._suffix_found() is not None
 
     def _extend(self, history: list[int]) -> None:
-        last = len(self.tokens) - 1
-        if last >= len(history) or (last >= 0 and self.tokens[last] != history[last]):
-            self._reset()  # as in ``likely``: only the last token (a pending one) can have gone
+        self._forget_stale(len(history), history.__getitem__)
         self.tokens.extend(history[len(self.tokens):])
+
+    def _forget_stale(self, length: int, token_at: Any) -> None:
+        """Start the index over where its last token is not the request's (``length`` tokens,
+        ``token_at(i)`` the i-th): a pending token a failed step never emitted, the only one
+        that can have gone; the request's own tokens are indexed again."""
+        last = len(self.tokens) - 1
+        if last >= length or (last >= 0 and self.tokens[last] != token_at(last)):
+            self._reset()
 
     def _suffix_found(self) -> int | None:
         """Where the latest earlier occurrence of the longest recurring suffix (``NGRAM_MAX``

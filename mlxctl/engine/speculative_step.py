@@ -156,7 +156,7 @@ def likely_rows(engine: Any) -> list[bool]:
         return [False] * len(reqs)
     # a reply with no room after its pending token drafts nothing: its last step stays a plain one
     return [bool(r.params.num_draft_tokens != 0 and r.speculation.drafting(r.num_generated)
-                 and r.max_new_tokens - r.num_generated > 1
+                 and _room(r) > 0
                  and _proposer(engine, r).likely(r.prompt_tokens, r.generated)) for r in reqs]
 
 
@@ -181,9 +181,10 @@ def expected_tokens(engine: Any, likely: list[bool]) -> tuple[float, int]:
     total, best = float(len(likely)), len(likely)
     for req, drafts in zip(engine.batch.requests, likely):
         if drafts:
-            k, _ = next_draft(engine, req)
+            full = draft_length(engine, req)[0]
+            k = _within_room(req, full)
             total += min(req.speculation.expect(k, req.num_generated), k)
-            best += draft_length(engine, req)[0] if k else 0
+            best += full if k else 0
     return total, best
 
 
@@ -192,8 +193,17 @@ def next_draft(engine: Any, req: Any) -> tuple[int, int]:
     reply has room for after the pending one), and the ceiling a growing draft has (0: drafts do
     not grow)."""
     k, ceiling = draft_length(engine, req)
-    room = req.max_new_tokens - req.num_generated - 1  # tokens it may emit after the pending one
-    return (min(k, room) if req.speculation.drafting(req.num_generated) else 0), ceiling
+    return _within_room(req, k), ceiling
+
+
+def _within_room(req: Any, k: int) -> int:
+    """A draft of ``k`` tokens cut to the room ``req``'s reply has; 0 where it does not draft now."""
+    return min(k, _room(req)) if req.speculation.drafting(req.num_generated) else 0
+
+
+def _room(req: Any) -> int:
+    """The tokens ``req`` may emit after its pending one."""
+    return req.max_new_tokens - req.num_generated - 1
 
 
 def draft_length(engine: Any, req: Any) -> tuple[int, int]:
