@@ -97,8 +97,9 @@ M=/tmp/llama1b
 alternate() {  # CONC ROUNDS TIMEOUT NAME:"ARGS"...: engine_rounds.py, one process a variant, REPS times, traced
   local conc=$1 rounds=$2 limit=$3; shift 3
   for i in $(seq "${REPS:-2}"); do
-    for v in "$@"; do
-      MLXCTL_STEP_TRACE=$OUT/trace_${v%%:*}$i.jsonl timeout "$limit" $PY scripts/engine_rounds.py --model "$M" \
+    for v in "$@"; do  # a variant named alt*: the build in .alt (carried) instead of this one
+      pp=$PYTHONPATH; [[ $v == alt* ]] && pp=$PWD/.alt:$PYTHONPATH
+      PYTHONPATH=$pp MLXCTL_STEP_TRACE=$OUT/trace_${v%%:*}$i.jsonl timeout "$limit" $PY scripts/engine_rounds.py --model "$M" \
         --dtype native --prompt-tokens 542 --shared-prefix 27 --max-tokens 128 --concurrency "$conc" \
         --rounds "$rounds" ${v#*:} >> "$OUT/rounds.jsonl" 2>> "$OUT/rounds.log"
     done
@@ -237,6 +238,11 @@ case ${PART:-19} in
   timeout 330 $PY scripts/bench_engine.py --model "$M" --dtype native --prompt-tokens 542 --shared-prefix 27 \
     --max-tokens 128 --concurrency 8,64,256 --reps ${REPS:-3} --variant nocache:prefix_cache=0 \
     --json > "$OUT/goal.json" 2> "$OUT/goal.log" ;;
+18a)  # the answers of the requests that end in one step gathered together (one gather a layer and side for the
+  # wave's rows, not a copy per row: scripts/experiments/answers_together.diff applied to a copy of mlxctl/ in .alt, carried) against this build,
+  # at 256 streams, alternating processes, traced: the steps where a wave ends took 30-60 ms with the cache against
+  # 12-26 without (H100, 2026-12-07, sixth session)
+  REPS=${REPS:-2} alternate "${CONC:-256}" 3 100 shipped:"" alt:"" nocache:"--no-prefix-cache" ;;
 18e8)  # issue 18's 8 streams (0.97x BatchGenerator on an H100, 2026-12-07): the goal cell with more repetitions,
   # against no cache, one prefill chunk big enough for the whole wave (8 x 542 tokens), and no prefill pacing;
   # then step traces of this build's engine with and without the cache (where a round's time goes)
