@@ -89,6 +89,9 @@
 # streams, four engine_rounds.py processes alternating): the card's decode steps switched between about 5.5 and
 # 8-10 ms from round to round with or without the cache, so no cache cost at 8 streams. Next: PART=18g (the goal
 # table) on an H200, then PART=18c (the answer copies at the end of a 256-stream wave, traced).
+# 2026-12-07 (seventh session): an H100 ran PART=18a (answers gathered: level, not landed), 19s (growing drafts 2.67x the
+# bare loop on the edit-like prompt) and 18g at bba61ae (benchmarks.md, twenty-first pass). Next: PART=19g (growing drafts
+# with batches: the evidence a default needs), PART=18g on an H200, then PART=18e8.
 set -uo pipefail
 OUT=${OUT:-bench-results}; mkdir -p "$OUT"
 PY=${PYTHON:-python3}
@@ -172,6 +175,14 @@ case ${PART:-19} in
     > "$OUT/smol_edit.json" 2> "$OUT/smol_edit.log"
   timeout 150 $PY scripts/bench_speculative.py --model "$S" --reps 3 --draft 8 \
     --transcript docs/workloads/agent_transcript.json --json > "$OUT/smol_transcript.json" 2> "$OUT/smol_transcript.log" ;;
+19g)  # growing drafts with batches (2026-12-07, seventh session: one request on an H100 made 2.67x the bare loop with
+  # them against 1.78x with fixed drafts of 8): a batch's check is as wide as its longest draft, so does growth pay at
+  # 4 and 8 requests? The real SmolLM2 (carry .gpu-w2; /tmp/w1 as for PART=19s), each request repeating other code
+  S=/tmp/smollm2; mkdir -p "$S" && cp .gpu-home/models/smollm2-135m/* "$S"/ && cat /tmp/w1 .gpu-w2/part > "$S/model.safetensors"
+  for b in 4 8; do
+    timeout 250 $PY scripts/bench_speculative.py --model "$S" --reps 3 --draft 8 --grow --batch $b --json \
+      > "$OUT/smol_grow_b$b.json" 2> "$OUT/smol_grow_b$b.log"
+  done ;;
 18b)
   for mode in "" --buckets; do
     timeout 90 $PY scripts/probe_prefill.py --model "$M" --rows 1,3,5,7 --lengths 400,460,510,600 $mode \
