@@ -4,7 +4,10 @@
 The trace is cut into runs where the engine sat idle longer than ``--gap`` seconds (between
 benchmark repetitions); for each run: its steps, wall time, the time in steps and between them,
 tokens emitted and their rate, and the steps split into decode-only ones (no prompt work) and
-ones with prompt work, with the decode-only steps' median and p90 wall time and rows.
+ones with prompt work, with the decode-only steps' median and p90 wall time and rows; and the
+decode-only steps after which rows left the batch (``leave_*``: requests ended there, and the
+batch's KV was cut to the rows that go on; a run's last step counts when it is decode-only),
+from each step's rows (decoding as it starts) and joins (decoding from the next step on).
 
     python scripts/step_trace.py TRACE [--gap 0.5] [--json]
 """
@@ -36,6 +39,9 @@ def summary(run: list[dict]) -> dict:
     decode = [s for s in run if not s["prefill_tokens"]]
     prompt = [s for s in run if s["prefill_tokens"]]
     emitted = sum(s["emitted"] for s in run)
+    # a step's rows are those decoding as it starts; the requests it joins decode from the next one on
+    leave = [s for s, after in zip(run, run[1:] + [None]) if not s["prefill_tokens"]
+             and s["rows"] + s["joined"] > (after["rows"] if after else 0)]
     return {
         "steps": len(run), "wall_s": round(wall, 4), "in_steps_s": round(sum(s["dt"] for s in run), 4),
         "between_steps_s": round(sum(s["idle"] for s in run[1:]), 4), "emitted": emitted,
@@ -45,6 +51,9 @@ def summary(run: list[dict]) -> dict:
         "decode_ms_p90": round(1000 * _pct([s["dt"] for s in decode], 0.9), 3),
         "decode_rows_p50": statistics.median([s["rows"] for s in decode]) if decode else 0,
         "decode_s": round(sum(s["dt"] for s in decode), 4),
+        "leave_steps": len(leave),
+        "leave_ms_p50": round(1000 * statistics.median([s["dt"] for s in leave]), 3) if leave else 0.0,
+        "leave_s": round(sum(s["dt"] for s in leave), 4),
         "prompt_steps": len(prompt), "prompt_s": round(sum(s["dt"] for s in prompt), 4),
         "prompt_tokens": sum(s["prefill_tokens"] for s in prompt),
         "first_token_step_s": round(next((s["t"] + s["dt"] - run[0]["t"] for s in run if s["joined"]), 0.0), 4),

@@ -35,6 +35,24 @@ def test_each_step_is_traced_and_the_script_sums_the_runs(tmp_path, monkeypatch)
     assert run["decode_steps"] + run["prompt_steps"] == len(lines)
 
 
+def test_the_script_counts_the_steps_after_which_rows_left(tmp_path):
+    """Decode-only steps after which fewer rows decode than decoded in them and joined in them
+    (requests ended there), and a run's last step when it is decode-only; a step with prompt
+    work never counts."""
+    def step(t, dt, rows, prefill=0, joined=0):
+        return {"t": t, "dt": dt, "idle": 0.0, "rows": rows, "prefill_tokens": prefill, "prefill_reqs": int(bool(prefill)),
+                "joined": joined, "emitted": rows, "spec": False}
+    steps = [step(0.0, 0.5, 0, prefill=40, joined=4), step(0.5, 0.01, 4), step(0.51, 0.03, 4),  # two leave after it, one joins
+             step(0.54, 0.01, 2, prefill=10, joined=1), step(0.55, 0.02, 3), step(0.57, 0.04, 3)]  # the run ends
+    trace = tmp_path / "steps.jsonl"
+    trace.write_text("".join(json.dumps(s) + "\n" for s in steps))
+    out = subprocess.run([sys.executable, str(ROOT / "scripts" / "step_trace.py"), str(trace), "--json"],
+                         capture_output=True, text=True, check=True)
+    (run,) = json.loads(out.stdout)
+    assert (run["leave_steps"], run["leave_ms_p50"], run["leave_s"]) == (2, 35.0, 0.07)
+    assert run["decode_steps"] == 4 and run["prompt_steps"] == 2
+
+
 def test_without_the_variable_nothing_is_written(tmp_path, monkeypatch):
     monkeypatch.delenv("MLXCTL_STEP_TRACE", raising=False)
     monkeypatch.chdir(tmp_path)
