@@ -15,7 +15,8 @@ Every shape is run once before it is measured (first runs compile kernels).
 
 ``--variant`` adds an engine with other settings on the same loaded model, measured in the same
 interleaved rounds (keys: prefill_chunk, max_prefilling, prefill_step_ms, pool_cap_bytes, speculative,
-num_draft_tokens, max_rows (the largest batch that speculates), grow (1: ngram drafts grow),
+num_draft_tokens, max_rows (the largest batch that speculates), grow (1: ngram drafts grow in batches too,
+0: never; unset: while a request is alone, as shipped),
 chain (0: each speculative check read before the next is queued), measured (0: check whenever a
 draft is likely, without the policy), kv_bits), so an engine
 setting is compared side by side, e.g. ``--variant clear-always:pool_cap_bytes=0``. Two keys change the load instead (at concurrency C):

@@ -7,7 +7,7 @@
 
 The prompt asks the model to repeat about --code-tokens tokens of this repository's source
 (the edit-like case prompt lookup feeds on). Each round runs the engine without speculation,
-then with ``--speculative ngram`` (and ``draft``, given --draft-model) at each --draft size, greedy, on the same loaded model,
+then with ``--speculative ngram`` (fixed drafts: ``--no-grow-drafts``; and ``draft``, given --draft-model) at each --draft size, greedy, on the same loaded model,
 interleaved A B C A B C; decode tok/s is the engine's own (first token to finish); one request is
 also run through mlx-lm's bare ``generate_step`` loop in each round (``speedup_vs_bare``). With --batch N,
 N requests go at once (each repeating another part of the code) and the rate is all their
@@ -39,7 +39,8 @@ def parse() -> argparse.Namespace:
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--draft", default="8", help="comma-separated --num-draft-tokens values")
     p.add_argument("--grow", action="store_true",
-                   help="also ngram with growing drafts (a draft taken whole doubles the next) at each --draft size")
+                   help="also ngram with growing drafts (a draft taken whole doubles the next; --grow-drafts: "
+                        "in batches too) at each --draft size")
     p.add_argument("--chain-ab", action="store_true",
                    help="also ngram with checks chained and with each check read before the next is queued "
                         "(SpeculationConfig.chain on and off; off by default, MLXCTL_CHAIN_CHECKS=1), at each --draft size")
@@ -98,7 +99,7 @@ def main() -> int:
         prompts = [repeat_prompt(loaded.tokenizer, args.code_tokens, part) for part in range(args.batch)]
     prompt = prompts[0]
     configs = {"off": SpeculationConfig()}
-    configs.update({f"ngram{k}": SpeculationConfig("ngram", int(k)) for k in args.draft.split(",")})
+    configs.update({f"ngram{k}": SpeculationConfig("ngram", int(k), grow=False) for k in args.draft.split(",")})
     if args.grow:
         configs.update({f"ngram{k}+": SpeculationConfig("ngram", int(k), grow=True) for k in args.draft.split(",")})
     if args.chain_ab:

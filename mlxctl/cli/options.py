@@ -86,11 +86,14 @@ NumDraftTokensOpt = Annotated[
 ]
 
 GrowDraftsOpt = Annotated[
-    bool,
+    Optional[bool],
     typer.Option(
-        "--grow-drafts",
+        "--grow-drafts/--no-grow-drafts",
         help="With --speculative ngram: a draft taken whole doubles the request's next one, up to 4x "
-        "--num-draft-tokens (on CUDA at most 31); a rejected token goes back to --num-draft-tokens.",
+        "--num-draft-tokens (on CUDA at most 31); a rejected token goes back to --num-draft-tokens. "
+        "By default drafts grow while a request is alone in the batch; --grow-drafts: in batches too; "
+        "--no-grow-drafts: never.",
+        show_default=False,
     ),
 ]
 

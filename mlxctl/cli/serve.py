@@ -37,7 +37,7 @@ def serve(ctx: typer.Context, model: ModelOpt = None, models_config: ModelsConfi
           port: PortOpt = DEFAULT_PORT, served_model_name: NameOpt = None, dtype: DtypeOpt = "auto",
           load_format: LoadFormatOpt = "auto", moe_top_k: MoeTopKOpt = None, max_num_seqs: SeqsOpt = 16,
           prefill_chunk: ChunkOpt = 0, prefill_step_ms: StepMsOpt = None, speculative: SpeculativeOpt = "off",
-          num_draft_tokens: NumDraftTokensOpt = 8, grow_drafts: GrowDraftsOpt = False,
+          num_draft_tokens: NumDraftTokensOpt = 8, grow_drafts: GrowDraftsOpt = None,
           draft_model: DraftModelOpt = None, draft_dtype: DraftDtypeOpt = "auto", kv_bits: KvBitsOpt = 0,
           kv_group_size: KvGroupSizeOpt = 64, max_model_len: MaxModelLenOpt = None,
           memory_budget_gb: MemoryBudgetOpt = "0", max_waiting: WaitingOpt = 256, stream_interval: IntervalOpt = 1,

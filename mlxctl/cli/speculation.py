@@ -11,7 +11,8 @@ from mlxctl.errors import BadInputError
 
 
 def speculation_flags(ctx: typer.Context, mode: str, num_draft_tokens: int, draft_model: str | None = None,
-                      draft_dtype: str = "auto", tensor_parallel: int = 1, grow: bool = False) -> SpeculationConfig:
+                      draft_dtype: str = "auto", tensor_parallel: int = 1,
+                      grow: bool | None = None) -> SpeculationConfig:
     """The engine's speculation settings from the flags; a one-line error for a bad value or a
     flag that would do nothing."""
     from mlxctl.models.loader import check_dtype
@@ -23,8 +24,9 @@ def speculation_flags(ctx: typer.Context, mode: str, num_draft_tokens: int, draf
     for flag, name in (("--num-draft-tokens", "num_draft_tokens"), ("--draft-dtype", "draft_dtype")):
         if mode == "off" and given_on_command_line(ctx, name):
             raise BadInputError(f"{flag} needs --speculative", hint="add --speculative ngram or draft")
-    if grow and mode != "ngram":
-        raise BadInputError("--grow-drafts needs --speculative ngram", hint="drafts grow by prompt lookup only")
+    if grow is not None and mode != "ngram":
+        flag = "--grow-drafts" if grow else "--no-grow-drafts"
+        raise BadInputError(f"{flag} needs --speculative ngram", hint="drafts grow by prompt lookup only")
     if mode == "draft" and not draft_model:
         raise BadInputError("--speculative draft needs --draft-model", hint="name a smaller model of the same family")
     if draft_model and mode != "draft":

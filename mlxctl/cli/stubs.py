@@ -61,7 +61,7 @@ def chat(ctx: typer.Context, model: ModelOpt = None, url: ChatUrlOpt = None, api
          load: LoadOpt = None, system: SystemOpt = None, temperature: ChatTempOpt = None,
          max_tokens: ChatMaxOpt = None, seed: SeedOpt = None, image: ChatImageOpt = None,
          speculative: SpeculativeOpt = "off", num_draft_tokens: NumDraftTokensOpt = 8,
-         grow_drafts: GrowDraftsOpt = False, draft_model: DraftModelOpt = None, draft_dtype: DraftDtypeOpt = "auto",
+         grow_drafts: GrowDraftsOpt = None, draft_model: DraftModelOpt = None, draft_dtype: DraftDtypeOpt = "auto",
          kv_bits: KvBitsOpt = 0, kv_group_size: KvGroupSizeOpt = 64, max_model_len: MaxModelLenOpt = None) -> None:
     """Chat with a model in a terminal UI.
 

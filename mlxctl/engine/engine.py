@@ -90,6 +90,7 @@ class Engine(Inbox, Lifecycle):
         self.spec_policy = speculative_policy.Policy()
         self.spec_rows = speculative_step.MAX_ROWS  # the largest batch that speculates (set at load)
         self.spec_grow = ""  # growing ngram drafts: the backend that bounds them (set at load; "": off)
+        self.spec_grow_alone = False  # and whether they grow only while a request is alone in the batch
         self.spec_replay = False  # recurrent layers go back by replaying the kept tokens (set at load)
         self.mixer_tap: Any = None  # mixer_replay.MixerTap: that replay by the recurrent mixers alone
         self.spec_mixer_replays = 0

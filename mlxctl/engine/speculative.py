@@ -50,7 +50,10 @@ class SpeculationConfig:
     max_rows: int | None = None  # the largest batch that speculates (None: by backend, speculative_step.max_rows)
     measured: bool = True  # False: speculate whenever eligible, without the policy's measurements (tests)
     mixer_replay: bool = True  # recurrent models: undo a rejected draft by their mixers alone (False: the whole model)
-    grow: bool = False  # ngram: a draft taken whole doubles the next one, up to grow_ceiling (see SpeculationStats)
+    # ngram: a draft taken whole doubles the next one, up to grow_ceiling (see SpeculationStats): None (the
+    # default) while the request is alone in the batch, True in batches too, False never. A batch's check is as wide
+    # as its longest draft, so one row's growth costs every row; lone requests measured in docs/benchmarks.md
+    grow: bool | None = None
     # ngram, a lone request: queue the next check before this one is read (engine/speculative_chain.py).
     # Experimental, off unless MLXCTL_CHAIN_CHECKS=1: on an H100 a 30-layer model made 0.83x with it
     # (docs/benchmarks.md)
@@ -67,8 +70,8 @@ class SpeculationConfig:
                                 "same family, e.g. its 4-bit or a smaller size")
         if self.draft_model and self.mode != "draft":
             raise BadInputError(f"a draft_model is used by speculative mode draft, not {self.mode}")
-        if self.grow and self.mode != "ngram":
-            raise BadInputError(f"growing drafts are for speculative mode ngram, not {self.mode}")
+        if self.grow is not None and self.mode != "ngram":
+            raise BadInputError(f"grow (growing drafts) is for speculative mode ngram, not {self.mode}")
 
     @property
     def enabled(self) -> bool:

@@ -66,8 +66,9 @@ def setup(engine: Any) -> None:
                  "do not stop at a row's length, so a batch's rows cannot go back by different counts)")
         rows = 1
     engine.spec_rows = rows
-    # growing drafts (SpeculationConfig allows them with ngram only): the backend bounds them
-    engine.spec_grow = backend() if spec.grow else ""
+    # growing drafts (ngram only; SpeculationConfig.grow): the backend bounds them
+    engine.spec_grow = backend() if spec.mode == "ngram" and spec.grow is not False else ""
+    engine.spec_grow_alone = spec.grow is None  # they grow only while a request is alone in the batch
 
 
 def check_request(engine: Any, params: Any) -> None:
@@ -85,7 +86,7 @@ def status(engine: Any) -> dict:
     out = {"mode": spec.mode, "active": engine.speculates}
     if spec.enabled:
         out["num_draft_tokens"] = spec.num_draft_tokens
-        out["grow_drafts"] = bool(engine.spec_grow)
+        out["grow_drafts"] = ("alone" if engine.spec_grow_alone else True) if engine.spec_grow else False
         out["chain_checks"] = engine.spec_chain
         out["chained_checks"] = dict(engine.spec_chained)
         out.update(engine.speculation.as_dict())
@@ -213,7 +214,8 @@ def draft_length(engine: Any, req: Any) -> tuple[int, int]:
 
     asked = req.params.num_draft_tokens  # the request's own, else the engine's
     k = engine.config.speculation.num_draft_tokens if asked is None else asked
-    ceiling = grow_ceiling(k, engine.spec_grow) if engine.spec_grow and k else 0
+    grows = engine.spec_grow and k and (len(engine.batch) == 1 or not engine.spec_grow_alone)
+    ceiling = grow_ceiling(k, engine.spec_grow) if grows else 0
     if ceiling:
         k = req.speculation.draft_length(k, ceiling)
     return k, ceiling

@@ -25,7 +25,8 @@ CODE = '''def keep(self, rows: list[int]) -> None:
     self.tokens = self.tokens[mx.array(rows)]
 '''
 # batches speculate on the CPU too (by default only a lone request does there)
-NGRAM = EngineConfig(speculation=SpeculationConfig(mode="ngram", num_draft_tokens=6, max_rows=8, measured=False))
+NGRAM = EngineConfig(speculation=SpeculationConfig(  # fixed drafts of 6 (growth: its own tests)
+    mode="ngram", num_draft_tokens=6, max_rows=8, measured=False, grow=False))
 
 
 # -- the proposer -------------------------------------------------------------------------------
@@ -536,6 +537,39 @@ def test_a_draft_taken_whole_doubles_the_next_up_to_the_ceiling_and_a_rejection_
     # 4x, at most 64; on CUDA at most one short of the widest unfused check (32 queries); never below k
     assert [grow_ceiling(8, "cpu"), grow_ceiling(8, "metal"), grow_ceiling(8, "cuda")] == [32, 32, 31]
     assert [grow_ceiling(20, "metal"), grow_ceiling(40, "cuda"), grow_ceiling(2, "cuda")] == [64, 40, 8]
+
+
+def test_by_default_drafts_grow_while_a_request_is_alone(monkeypatch):
+    """``grow=None``, the default: a lone request's drafts grow (the tiny model loops, so they
+    are taken whole), a batch's never do (its check is as wide as its longest draft), and the
+    replies are plain decoding's, token for token; ``/v1/status`` says ``alone``."""
+    from mlxctl.engine import speculative_step
+
+    seen = []  # (rows in the batch, growing ceiling) of every draft length worked out
+    real = speculative_step.draft_length
+
+    def spy(engine, req):
+        out = real(engine, req)
+        seen.append((len(engine.batch), out[1]))
+        return out
+
+    monkeypatch.setattr(speculative_step, "draft_length", spy)
+    prompts = [[1, 2, 3, 4, 1, 2, 3, 4, 1, 2], [5, 6, 7, 5, 6, 7, 5]]
+    params = SamplingParams(temperature=0, max_tokens=80)
+    config = dataclasses.replace(NGRAM, speculation=dataclasses.replace(NGRAM.speculation, grow=None))
+    with Engine(lambda: tiny_loaded(), EngineConfig()) as plain:
+        expected = [plain.submit(p, params).collect().token_ids for p in prompts]
+    with Engine(lambda: tiny_loaded(), config) as engine:
+        assert engine.submit(prompts[0], params).collect().token_ids == expected[0]
+        alone = engine.stats()["speculative"]
+        lone, seen[:] = list(seen), []
+        streams = [engine.submit(p, params) for p in prompts]
+        assert [s.collect().token_ids for s in streams] == expected
+    assert alone["grow_drafts"] == "alone"
+    assert alone["draft_tokens"] > 6 * alone["steps"]  # some of the lone request's drafts were longer than 6
+    assert lone and all(rows == 1 and ceiling == 24 for rows, ceiling in lone)
+    assert any(rows == 2 for rows, _ in seen)
+    assert all(ceiling == 0 for rows, ceiling in seen if rows > 1)
 
 
 def test_growing_drafts_take_fewer_steps_and_decode_the_same_tokens():

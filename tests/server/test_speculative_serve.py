@@ -111,6 +111,8 @@ def test_run_speculates_and_says_how_much_was_accepted(model_home):
     grown = run_cli("run", "-n", "40", "-t", "0", "--speculative", "ngram", "--num-draft-tokens", "5",
                     "--grow-drafts", ASK, env=env)
     assert grown.returncode == 0 and grown.stdout == plain.stdout, grown.stderr
+    fixed = run_cli("run", "-n", "40", "-t", "0", "--speculative", "ngram", "--no-grow-drafts", ASK, env=env)
+    assert fixed.returncode == 0 and fixed.stdout == plain.stdout, fixed.stderr
     as_json = json.loads(run_cli("run", "-n", "40", "-t", "0", "--speculative", "ngram", "--json", ASK, env=env).stdout)
     assert as_json["timings"]["accepted_tokens"] > 0 and "draft_tokens" not in json.loads(
         run_cli("run", "-n", "4", "-t", "0", "--json", ASK, env=env).stdout)["timings"]
@@ -127,6 +129,7 @@ def test_run_speculates_and_says_how_much_was_accepted(model_home):
     ("serve", ["--grow-drafts"], "mlxctl: error: --grow-drafts needs --speculative ngram"),
     ("run", ["--speculative", "draft", "--draft-model", "smollm2-135m", "--grow-drafts"],
      "mlxctl: error: --grow-drafts needs --speculative ngram"),
+    ("chat", ["--no-grow-drafts"], "mlxctl: error: --no-grow-drafts needs --speculative ngram"),
     ("run", ["--speculative", "draft", "--draft-model", "smollm2-135m", "--draft-dtype", "f8"],
      "mlxctl: error: --draft-dtype: unknown dtype 'f8'"),
 ])
