@@ -209,12 +209,14 @@ def _room(req: Any) -> int:
 
 def draft_length(engine: Any, req: Any) -> tuple[int, int]:
     """``req``'s draft length (its own ``num_draft_tokens``, else the engine's, grown where
-    drafts grow) whatever room its reply has left, and the growing ceiling (0: none)."""
+    drafts grow) whatever room its reply has left, and the growing ceiling (0: none). By default
+    drafts grow while the request is alone in the batch and did not set its own length; with
+    ``--grow-drafts`` (``grow=True``) always."""
     from mlxctl.engine.speculative import grow_ceiling
 
     asked = req.params.num_draft_tokens  # the request's own, else the engine's
     k = engine.config.speculation.num_draft_tokens if asked is None else asked
-    grows = engine.spec_grow and k and (len(engine.batch) == 1 or not engine.spec_grow_alone)
+    grows = engine.spec_grow and k and (not engine.spec_grow_alone or (len(engine.batch) == 1 and asked is None))
     ceiling = grow_ceiling(k, engine.spec_grow) if grows else 0
     if ceiling:
         k = req.speculation.draft_length(k, ceiling)

@@ -541,8 +541,9 @@ def test_a_draft_taken_whole_doubles_the_next_up_to_the_ceiling_and_a_rejection_
 
 def test_by_default_drafts_grow_while_a_request_is_alone(monkeypatch):
     """``grow=None``, the default: a lone request's drafts grow (the tiny model loops, so they
-    are taken whole), a batch's never do (its check is as wide as its longest draft), and the
-    replies are plain decoding's, token for token; ``/v1/status`` says ``alone``."""
+    are taken whole), a batch's never do (its check is as wide as its longest draft), nor those
+    of a request that set its own ``num_draft_tokens``; the replies are plain decoding's, token
+    for token; ``/v1/status`` says ``alone``."""
     from mlxctl.engine import speculative_step
 
     seen = []  # (rows in the batch, growing ceiling) of every draft length worked out
@@ -565,6 +566,11 @@ def test_by_default_drafts_grow_while_a_request_is_alone(monkeypatch):
         lone, seen[:] = list(seen), []
         streams = [engine.submit(p, params) for p in prompts]
         assert [s.collect().token_ids for s in streams] == expected
+        batched, seen[:] = list(seen), []
+        own = dataclasses.replace(params, num_draft_tokens=6)  # its own length: kept, alone too
+        assert engine.submit(prompts[0], own).collect().token_ids == expected[0]
+    assert seen and all(ceiling == 0 for _, ceiling in seen)
+    seen = batched
     assert alone["grow_drafts"] == "alone"
     assert alone["draft_tokens"] > 6 * alone["steps"]  # some of the lone request's drafts were longer than 6
     assert lone and all(rows == 1 and ceiling == 24 for rows, ceiling in lone)
