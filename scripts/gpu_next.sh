@@ -40,6 +40,7 @@
 #   PART=19p: the speculation policy of 2026-12-07 against the one before (.old, carried) and against checking
 #            whenever a draft is likely, on the real SmolLM2 (carry .gpu-w2 after PART=1 of gpu_speculative.sh with
 #            .gpu-w1); PART=19q: the 1B shape greedy and at temperature 1, the policy against checking whenever likely.
+#   PART=18f: the wave-end KV copy made once (scripts/experiments/filter_once.diff in .alt) against twice, 256 streams.
 #   PART=18e8: 8 streams (the goal cell, 5 repetitions, against no cache, one 8k chunk, no pacing), step-traced.
 #   PART=19b: where the edit-like reply's tokens come from on the GPU (scripts/spec_breakdown.py: off, as
 #            shipped, and speculating whenever a draft is likely; carry .gpu-w2, /tmp/w1 as for PART=19s),
@@ -254,6 +255,11 @@ case ${PART:-19} in
   # at 256 streams, alternating processes, traced: the steps where a wave ends took 30-60 ms with the cache against
   # 12-26 without (H100, 2026-12-07, sixth session)
   REPS=${REPS:-2} alternate "${CONC:-256}" 3 100 shipped:"" alt:"" nocache:"--no-prefix-cache" ;;
+18f)  # the wave-end copy (H100, 2026-12-07, seventh session: a decode step after which rows leave took 50 ms with no
+  # cache against 25 for the others): _filter_kv gathers the kept rows, then slices off their common left padding,
+  # and the next write copies that strided view again. scripts/experiments/filter_once.diff (applied in .alt,
+  # carried) gathers once out of the sliced view. Both builds with and without the cache, 256 streams, traced
+  REPS=${REPS:-1} alternate "${CONC:-256}" 3 100 shipped:"" alt:"" nocache:"--no-prefix-cache" altnocache:"--no-prefix-cache" ;;
 18e8)  # issue 18's 8 streams (0.97x BatchGenerator on an H100, 2026-12-07): the goal cell with more repetitions,
   # against no cache, one prefill chunk big enough for the whole wave (8 x 542 tokens), and no prefill pacing;
   # then step traces of this build's engine with and without the cache (where a round's time goes)
