@@ -41,6 +41,7 @@
 #            whenever a draft is likely, on the real SmolLM2 (carry .gpu-w2 after PART=1 of gpu_speculative.sh with
 #            .gpu-w1); PART=19q: the 1B shape greedy and at temperature 1, the policy against checking whenever likely.
 #   PART=18f: the wave-end KV copy made once (scripts/experiments/filter_once.diff in .alt) against twice, 256 streams.
+#   PART=18l: a leave step taken apart (scripts/probe_leave.py), then MLX's pool returned or not at 256 streams.
 #   PART=18e8: 8 streams (the goal cell, 5 repetitions, against no cache, one 8k chunk, no pacing), step-traced.
 #   PART=19b: where the edit-like reply's tokens come from on the GPU (scripts/spec_breakdown.py: off, as
 #            shipped, and speculating whenever a draft is likely; carry .gpu-w2, /tmp/w1 as for PART=19s),
@@ -260,6 +261,14 @@ case ${PART:-19} in
   # and the next write copies that strided view again. scripts/experiments/filter_once.diff (applied in .alt,
   # carried) gathers once out of the sliced view. Both builds with and without the cache, 256 streams, traced
   REPS=${REPS:-1} alternate "${CONC:-256}" 3 100 shipped:"" alt:"" nocache:"--no-prefix-cache" altnocache:"--no-prefix-cache" ;;
+18l)  # PART=18f's answer (H100, 2026-12-07, eighth session): gathering once saved ~5 ms of a leave step's ~25 extra,
+  # so the copy is not most of it. Taken apart (scripts/probe_leave.py: each step evaluated on its own: the
+  # filter, MLX's pool returned, the first decode step at a new row count and the next), then the engine at 256
+  # streams without the cache, MLX's pool returned as shipped and never returned, alternating, traced
+  timeout 150 $PY scripts/probe_leave.py --model "$M" --rows 256 --group 8 --leaves 16 --clear \
+    > "$OUT/probe_leave.jsonl" 2> "$OUT/probe_leave.txt"
+  REPS=${REPS:-1} alternate "${CONC:-256}" 3 100 nocache:"--no-prefix-cache" \
+    nocachekeep:"--no-prefix-cache --clear-every 1000000 --pool-cap-mib 1000000" ;;
 18e8)  # issue 18's 8 streams (0.97x BatchGenerator on an H100, 2026-12-07): the goal cell with more repetitions,
   # against no cache, one prefill chunk big enough for the whole wave (8 x 542 tokens), and no prefill pacing;
   # then step traces of this build's engine with and without the cache (where a round's time goes)
