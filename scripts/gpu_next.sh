@@ -42,6 +42,7 @@
 #            .gpu-w1); PART=19q: the 1B shape greedy and at temperature 1, the policy against checking whenever likely.
 #   PART=18f: the wave-end KV copy made once (scripts/experiments/filter_once.diff in .alt) against twice, 256 streams.
 #   PART=18l: a leave step taken apart (scripts/probe_leave.py), then MLX's pool returned or not at 256 streams.
+#   PART=18w: the kept rows copied by runs (engine/kv/rows.py) against the gather before (.alt), 256 streams.
 #   PART=18e8: 8 streams (the goal cell, 5 repetitions, against no cache, one 8k chunk, no pacing), step-traced.
 #   PART=19b: where the edit-like reply's tokens come from on the GPU (scripts/spec_breakdown.py: off, as
 #            shipped, and speculating whenever a draft is likely; carry .gpu-w2, /tmp/w1 as for PART=19s),
@@ -269,6 +270,13 @@ case ${PART:-19} in
     > "$OUT/probe_leave.jsonl" 2> "$OUT/probe_leave.txt"
   REPS=${REPS:-1} alternate "${CONC:-256}" 3 100 nocache:"--no-prefix-cache" \
     nocachekeep:"--no-prefix-cache --clear-every 1000000 --pool-cap-mib 1000000" ;;
+18w)  # PART=18l's answer (H100, 2026-12-07, eighth session): MLX's gather of the kept rows took 26 ms at 248 of 256
+  # rows, as long as a decode step. Since then the kept rows are copied a run of consecutive rows at a time
+  # (engine/kv/rows.py). This build against the one before (carry .alt = `git archive <before> mlxctl`), with and
+  # without the cache, 256 streams, alternating, traced; probe_leave.py first (runs against the gather)
+  timeout 120 $PY scripts/probe_leave.py --model "$M" --rows 256 --group 8 --leaves 16 \
+    > "$OUT/probe_leave.jsonl" 2> "$OUT/probe_leave.txt"
+  REPS=${REPS:-1} alternate "${CONC:-256}" 3 100 shipped:"" alt:"" nocache:"--no-prefix-cache" altnocache:"--no-prefix-cache" ;;
 18e8)  # issue 18's 8 streams (0.97x BatchGenerator on an H100, 2026-12-07): the goal cell with more repetitions,
   # against no cache, one prefill chunk big enough for the whole wave (8 x 542 tokens), and no prefill pacing;
   # then step traces of this build's engine with and without the cache (where a round's time goes)

@@ -11,9 +11,9 @@ the engine's housekeeping does after a batch change over the pool cap), ``first_
 step at the new row count) and ``second_ms`` (the next one, same shapes). Two passes over
 fresh batches: in the second every row count has been seen, so a difference in ``first_ms``
 between the passes is the cost of shapes met for the first time. ``--filter`` picks the filter:
-``shipped`` (``engine/batch.py``'s ``_filter_kv``: gather the kept rows, slice off their common
-padding), ``once`` (one gather out of the sliced view), ``noshift`` (the gather alone, padding
-kept). One JSON line per row count and pass; a summary on stderr.
+``shipped`` (``engine/batch.py``'s ``_filter_kv``: runs of consecutive kept rows copied,
+their common padding sliced off), ``gather`` (the engine before: the kept rows gathered, then
+sliced), ``noshift`` (as shipped, padding kept). One JSON line per row count and pass; a summary on stderr.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def main() -> int:
     p.add_argument("--group", type=int, default=8)
     p.add_argument("--prompt-tokens", type=int, default=542)
     p.add_argument("--leaves", type=int, default=16, help="groups that leave, one a step")
-    p.add_argument("--filter", default="shipped,once,noshift")
+    p.add_argument("--filter", default="shipped,gather")
     p.add_argument("--clear", action="store_true", help="return MLX's pool after each filter")
     args = p.parse_args()
     if args.rows < 2 or args.group < 1 or args.leaves * args.group >= args.rows:
@@ -48,13 +48,13 @@ def main() -> int:
 
     model, _ = load_model(args.model)
 
-    def once(c: BatchKVCache, index: mx.array, shift: int) -> None:
-        c.keys = mx.take(c.keys[..., shift:, :], index, axis=0)
-        c.values = mx.take(c.values[..., shift:, :], index, axis=0)
+    def gather(c: BatchKVCache, rows: list[int], index: mx.array, shift: int) -> None:  # the engine before 2026-12-07
+        c.keys, c.values = c.keys[index][..., shift:, :], c.values[index][..., shift:, :]
         c.offset, c.left_padding = c.offset[index], c.left_padding[index] - shift
         c._idx -= shift
 
-    filters = {"shipped": _filter_kv, "once": once, "noshift": lambda c, index, shift: _filter_kv(c, index, 0)}
+    filters = {"shipped": _filter_kv, "gather": gather,
+               "noshift": lambda c, rows, index, shift: _filter_kv(c, rows, index, 0)}
 
     def timed(fn) -> float:
         mx.synchronize()
@@ -93,7 +93,7 @@ def main() -> int:
 
                 def filt() -> None:
                     for c in caches:
-                        filters[name](c, index, shift)
+                        filters[name](c, keep, index, shift)
                     holder["t"] = holder["t"][index]
                     mx.eval([c.keys for c in caches], [c.values for c in caches], holder["t"])
                 line = {"filter": name, "pass": run, "rows": len(keep), "shift": shift, "plain_ms_at_full": plain,

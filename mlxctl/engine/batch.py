@@ -21,6 +21,7 @@ import mlx.core as mx
 from mlx_lm.models.cache import BatchKVCache, KVCache
 
 from mlxctl.engine.kv.quantized import BatchQuantizedKV, QuantizedKV
+from mlxctl.engine.kv.rows import take_rows
 from mlxctl.engine.request import Request
 
 BATCHED_KV = (BatchKVCache, BatchQuantizedKV)  # batched layers whose padding the host mirrors
@@ -95,9 +96,9 @@ class DecodeBatch:
         shift, index = min(left), mx.array(rows)
         for c in self.caches:
             if type(c) is BatchKVCache:
-                _filter_kv(c, index, shift)
+                _filter_kv(c, rows, index, shift)
             elif type(c) is BatchQuantizedKV:
-                c.filter(index, shift)
+                c.filter(index, shift, rows)
             else:
                 c.filter(index)
         self.left = [p - shift for p in left]
@@ -231,14 +232,13 @@ def _extract_kv(c: BatchKVCache, row: int, pad: int) -> KVCache:
     return out
 
 
-def _filter_kv(c: BatchKVCache, index: mx.array, shift: int) -> None:
-    """``BatchKVCache.filter`` with the kept rows' smallest left padding known on the host."""
+def _filter_kv(c: BatchKVCache, rows: list[int], index: mx.array, shift: int) -> None:
+    """``BatchKVCache.filter`` with the kept rows' smallest left padding known on the host, the
+    KV copied a run of consecutive rows at a time (``kv/rows.py``: a gather is slow on CUDA)."""
     if c.keys is not None:
-        c.keys, c.values = c.keys[index], c.values[index]
+        c.keys, c.values = take_rows(c.keys, rows, shift), take_rows(c.values, rows, shift)
     c.offset, c.left_padding = c.offset[index], c.left_padding[index]
     if shift > 0:
-        if c.keys is not None:
-            c.keys, c.values = c.keys[..., shift:, :], c.values[..., shift:, :]
         c._idx -= shift
         c.left_padding = c.left_padding - shift
 

@@ -1,0 +1,50 @@
+"""Rows kept out of a batched KV buffer by copies of runs (engine/kv/rows.py) against the
+gather they replace, for every shape of row set the engine makes."""
+
+from __future__ import annotations
+
+import random
+
+import mlx.core as mx
+import pytest
+
+from mlxctl.engine.kv import rows as kv_rows
+from mlxctl.engine.kv.rows import runs, take_rows
+
+
+def test_runs_are_the_consecutive_stretches_in_order():
+    assert runs([0, 1, 2, 5, 6, 9]) == [(0, 3), (5, 7), (9, 10)]
+    assert runs([3]) == [(3, 4)]
+    assert runs([4, 2, 3]) == [(4, 5), (2, 4)]  # out of order: runs as they come
+    assert runs([]) == []
+
+
+ROW_SETS = [[1, 2, 3, 4, 5, 6, 7], [0, 1, 2, 3], [2, 5], [0, 7], [6, 1, 4], [3],
+            list(range(0, 8, 2)) + [1]]
+
+
+@pytest.mark.parametrize("rows", ROW_SETS)
+@pytest.mark.parametrize("shift", [0, 1, 3])
+def test_take_rows_equals_the_gather_then_slice(rows, shift):
+    x = mx.random.normal((8, 2, 6, 4)).astype(mx.bfloat16)
+    got = take_rows(x, rows, shift)
+    assert mx.array_equal(got, x[mx.array(rows)][..., shift:, :])
+
+
+def test_past_max_runs_the_rows_are_gathered_alike(monkeypatch):
+    rng = random.Random(3)
+    x = mx.random.normal((40, 2, 5, 4))
+    rows = sorted(rng.sample(range(40), 25))
+    assert len(runs(rows)) > 2
+    monkeypatch.setattr(kv_rows, "MAX_RUNS", 2)
+    assert mx.array_equal(take_rows(x, rows, 2), x[mx.array(rows)][..., 2:, :])
+
+
+def test_a_single_run_is_written_after_as_a_fresh_buffer():
+    """One run left is a view of the old buffer; a write through it must not touch the old one."""
+    x = mx.zeros((4, 1, 3, 2))
+    kept = take_rows(x, [1, 2], 1)
+    kept[..., 0:1, :] = mx.ones((2, 1, 1, 2))
+    mx.eval(kept)
+    assert mx.array_equal(x, mx.zeros((4, 1, 3, 2)))
+    assert kept[:, :, 0].sum().item() == 4
