@@ -272,11 +272,12 @@ case ${PART:-19} in
     nocachekeep:"--no-prefix-cache --clear-every 1000000 --pool-cap-mib 1000000" ;;
 18w)  # PART=18l's answer (H100, 2026-12-07, eighth session): MLX's gather of the kept rows took 26 ms at 248 of 256
   # rows, as long as a decode step. Since then the kept rows are copied a run of consecutive rows at a time
-  # (engine/kv/rows.py). This build against the one before (carry .alt = `git archive <before> mlxctl`), with and
-  # without the cache, 256 streams, alternating, traced; probe_leave.py first (runs against the gather)
+  # (engine/kv/rows.py). This build against the one before (carry .alt = `git archive <before> mlxctl`) and with
+  # a pool cap of 16 GiB (returned less often), 256 streams, alternating, traced; probe_leave.py first (runs
+  # against the gather, no pool returns)
   timeout 120 $PY scripts/probe_leave.py --model "$M" --rows 256 --group 8 --leaves 16 \
     > "$OUT/probe_leave.jsonl" 2> "$OUT/probe_leave.txt"
-  REPS=${REPS:-1} alternate "${CONC:-256}" 3 100 shipped:"" alt:"" nocache:"--no-prefix-cache" altnocache:"--no-prefix-cache" ;;
+  REPS=${REPS:-1} alternate "${CONC:-256}" 3 100 shipped:"" alt:"" cap16:"--pool-cap-mib 16384" ;;
 18e8)  # issue 18's 8 streams (0.97x BatchGenerator on an H100, 2026-12-07): the goal cell with more repetitions,
   # against no cache, one prefill chunk big enough for the whole wave (8 x 542 tokens), and no prefill pacing;
   # then step traces of this build's engine with and without the cache (where a round's time goes)
