@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 import mlx.core as mx
-from mlx_lm.models.cache import BatchKVCache, KVCache
+from mlx_lm.models.cache import ArraysCache, BatchKVCache, BatchRotatingKVCache, KVCache
 
 from mlxctl.engine.kv.quantized import BatchQuantizedKV, QuantizedKV
 from mlxctl.engine.kv.rows import take_rows
@@ -26,6 +26,7 @@ from mlxctl.engine.request import Request
 
 BATCHED_KV = (BatchKVCache, BatchQuantizedKV)  # batched layers whose padding the host mirrors
 PLAIN_KV = (KVCache, QuantizedKV)
+ROW_STATES = (BatchRotatingKVCache, ArraysCache)  # filtered by _filter_rows
 
 
 class DecodeBatch:
@@ -99,6 +100,8 @@ class DecodeBatch:
                 _filter_kv(c, rows, index, shift)
             elif type(c) is BatchQuantizedKV:
                 c.filter(index, shift, rows)
+            elif type(c) in ROW_STATES:
+                _filter_rows(c, rows, index)
             else:
                 c.filter(index)
         self.left = [p - shift for p in left]
@@ -241,6 +244,21 @@ def _filter_kv(c: BatchKVCache, rows: list[int], index: mx.array, shift: int) ->
     if shift > 0:
         c._idx -= shift
         c.left_padding = c.left_padding - shift
+
+
+def _filter_rows(c: Any, rows: list[int], index: mx.array) -> None:
+    """mlx-lm's ``filter`` of a sliding-window batch (``BatchRotatingKVCache``) or of recurrent
+    state (``ArraysCache``), the big buffers copied a run of rows at a time."""
+    if type(c) is BatchRotatingKVCache:
+        if c.keys is not None:
+            c.keys, c.values = take_rows(c.keys, rows), take_rows(c.values, rows)
+        c.offset, c.left_padding = c.offset[index], c.left_padding[index]
+        return
+    c.cache = [None if a is None else take_rows(a, rows) for a in c.cache]
+    if c.left_padding is not None:
+        c.left_padding = c.left_padding[index]
+    if c.lengths is not None:
+        c.lengths = c.lengths[index]
 
 
 def _size(cache: list[Any]) -> int:

@@ -1,5 +1,6 @@
-"""Rows kept out of a batched KV buffer by copies of runs (engine/kv/rows.py) against the
-gather they replace, for every shape of row set the engine makes."""
+"""Rows kept out of a batch's caches by copies of runs (engine/kv/rows.py) against the gather
+they replace, for every shape of row set the engine makes: plain batched KV, sliding-window KV
+and recurrent state (mlx-lm's own ``filter`` as the reference for the last two)."""
 
 from __future__ import annotations
 
@@ -7,7 +8,10 @@ import random
 
 import mlx.core as mx
 import pytest
+from mlx.utils import tree_flatten
+from mlx_lm.models.cache import ArraysCache, BatchRotatingKVCache
 
+from mlxctl.engine.batch import _filter_rows
 from mlxctl.engine.kv import rows as kv_rows
 from mlxctl.engine.kv.rows import runs, take_rows
 
@@ -48,3 +52,30 @@ def test_a_single_run_is_written_after_as_a_fresh_buffer():
     mx.eval(kept)
     assert mx.array_equal(x, mx.zeros((4, 1, 3, 2)))
     assert kept[:, :, 0].sum().item() == 4
+
+
+def _rotating(rows: int) -> BatchRotatingKVCache:
+    c = BatchRotatingKVCache(max_size=6, left_padding=[i % 3 for i in range(rows)])
+    k = mx.random.normal((rows, 2, 9, 4))
+    c.update_and_fetch(k, k + 1)  # past the window: the buffer has rotated
+    return c
+
+
+def _arrays(rows: int) -> ArraysCache:
+    c = ArraysCache(2, left_padding=[i % 2 for i in range(rows)])
+    c[0], c[1] = mx.random.normal((rows, 3, 5)), mx.random.normal((rows, 2, 4, 4))
+    c.lengths = mx.arange(rows) + 4
+    return c
+
+
+@pytest.mark.parametrize("make", [_rotating, _arrays])
+@pytest.mark.parametrize("rows", [[1, 2, 3, 4, 5], [0, 3, 5], [2], [4, 0, 1]])
+def test_sliding_window_and_recurrent_rows_filter_as_mlx_lm_does(make, rows):
+    mx.random.seed(7)
+    ours = make(6)
+    mx.random.seed(7)
+    theirs = make(6)
+    _filter_rows(ours, rows, mx.array(rows))
+    theirs.filter(mx.array(rows))
+    for a, b in zip(tree_flatten(ours.state), tree_flatten(theirs.state)):
+        assert mx.array_equal(a[1], b[1])

@@ -1,4 +1,4 @@
-"""Rows kept out of a batched KV buffer (``(rows, heads, tokens, dim)``), by copies, not a gather.
+"""Rows kept out of a batch's caches (KV buffers, recurrent state), by copies, not a gather.
 
 When rows leave a batch its KV is copied without them. MLX's gather (``x[index]``) ran at a
 fifth of the copy kernels' speed on CUDA: on an H100 it took 26 ms to keep 248 of 256
@@ -27,9 +27,12 @@ def runs(rows: list[int]) -> list[tuple[int, int]]:
 
 
 def take_rows(x: mx.array, rows: list[int], shift: int = 0) -> mx.array:
-    """``x[rows][..., shift:, :]``: the rows in order, their first ``shift`` positions dropped."""
+    """``x[rows]`` (rows on the first axis, any shape), or with ``shift`` (KV's
+    ``(rows, heads, tokens, dim)``) ``x[rows][..., shift:, :]``: the first ``shift`` positions
+    dropped."""
     spans = runs(rows)
     if len(spans) > MAX_RUNS:
-        return x[mx.array(rows)][..., shift:, :]
-    parts = [x[start:stop, :, shift:] for start, stop in spans]
+        kept = x[mx.array(rows)]
+        return kept[..., shift:, :] if shift else kept
+    parts = [x[start:stop, :, shift:] if shift else x[start:stop] for start, stop in spans]
     return parts[0] if len(parts) == 1 else mx.concatenate(parts, axis=0)
