@@ -95,6 +95,9 @@
 # 2026-12-07 (seventh session): an H100 ran PART=18a (answers gathered: level, not landed), 19s (growing drafts 2.67x the
 # bare loop on the edit-like prompt) and 18g at bba61ae (benchmarks.md, twenty-first pass). Next: PART=19g (growing drafts
 # with batches: the evidence a default needs), PART=18g on an H200, then PART=18e8.
+# 2026-12-07 (eighth session): an H100 ran PART=18g, 18f, 18l and 19g at cc0d97f, then probe_leave.py at 2d39d4f
+# (the kept rows copied by runs: 1.5 ms where the gather took 25; benchmarks.md, twenty-second pass). Next: PART=18w
+# (whole 256-stream runs against the build before, and a 16 GiB pool cap), then PART=18g on an H200.
 set -uo pipefail
 OUT=${OUT:-bench-results}; mkdir -p "$OUT"
 PY=${PYTHON:-python3}
