@@ -275,7 +275,7 @@ case ${PART:-19} in
     nocachekeep:"--no-prefix-cache --clear-every 1000000 --pool-cap-mib 1000000" ;;
 18w)  # PART=18l's answer (H100, 2026-12-07, eighth session): MLX's gather of the kept rows took 26 ms at 248 of 256
   # rows, as long as a decode step. Since then the kept rows are copied a run of consecutive rows at a time
-  # (engine/kv/rows.py). This build against the one before (carry .alt = `git archive <before> mlxctl`) and with
+  # (engine/kv/rows.py). This build against the one before (carry .alt = `git archive e437528 mlxctl`) and with
   # a pool cap of 16 GiB (returned less often), 256 streams, alternating, traced; probe_leave.py first (runs
   # against the gather, no pool returns)
   timeout 120 $PY scripts/probe_leave.py --model "$M" --rows 256 --group 8 --leaves 16 \

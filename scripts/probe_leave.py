@@ -45,16 +45,16 @@ def main() -> int:
     from mlx_lm.utils import load_model
 
     from mlxctl.engine.batch import _filter_kv
+    from mlxctl.engine.kv.rows import KeptRows
 
     model, _ = load_model(args.model)
 
-    def gather(c: BatchKVCache, rows: list[int], index: mx.array, shift: int) -> None:  # the engine before 2026-12-07
-        c.keys, c.values = c.keys[index][..., shift:, :], c.values[index][..., shift:, :]
-        c.offset, c.left_padding = c.offset[index], c.left_padding[index] - shift
+    def gather(c: BatchKVCache, kept: KeptRows, shift: int) -> None:  # the engine before 2026-12-07
+        c.keys, c.values = c.keys[kept.index][..., shift:, :], c.values[kept.index][..., shift:, :]
+        c.offset, c.left_padding = c.offset[kept.index], c.left_padding[kept.index] - shift
         c._idx -= shift
 
-    filters = {"shipped": _filter_kv, "gather": gather,
-               "noshift": lambda c, rows, index, shift: _filter_kv(c, rows, index, 0)}
+    filters = {"shipped": _filter_kv, "gather": gather, "noshift": lambda c, kept, shift: _filter_kv(c, kept, 0)}
 
     def timed(fn) -> float:
         mx.synchronize()
@@ -88,13 +88,13 @@ def main() -> int:
             for leave in range(args.leaves):
                 keep = list(range(args.group, len(left)))  # the group with the least padding leaves
                 left = [left[i] for i in keep]
-                shift, index = min(left), mx.array(keep)
+                shift, kept = min(left), KeptRows(keep)
                 left = [x - shift for x in left] if name != "noshift" else left
 
                 def filt() -> None:
                     for c in caches:
-                        filters[name](c, keep, index, shift)
-                    holder["t"] = holder["t"][index]
+                        filters[name](c, kept, shift)
+                    holder["t"] = holder["t"][kept.index]
                     mx.eval([c.keys for c in caches], [c.values for c in caches], holder["t"])
                 line = {"filter": name, "pass": run, "rows": len(keep), "shift": shift, "plain_ms_at_full": plain,
                         "filter_ms": timed(filt), "clear_ms": timed(mx.clear_cache) if args.clear else None}

@@ -21,7 +21,7 @@ import mlx.core as mx
 from mlx_lm.models.cache import ArraysCache, BatchKVCache, BatchRotatingKVCache, KVCache
 
 from mlxctl.engine.kv.quantized import BatchQuantizedKV, QuantizedKV
-from mlxctl.engine.kv.rows import take_rows
+from mlxctl.engine.kv.rows import KeptRows
 from mlxctl.engine.request import Request
 
 BATCHED_KV = (BatchKVCache, BatchQuantizedKV)  # batched layers whose padding the host mirrors
@@ -94,16 +94,16 @@ class DecodeBatch:
 
     def _filter(self, rows: list[int]) -> None:
         left = [self.left[i] for i in rows]
-        shift, index = min(left), mx.array(rows)
+        shift, kept = min(left), KeptRows(rows)
         for c in self.caches:
             if type(c) is BatchKVCache:
-                _filter_kv(c, rows, index, shift)
+                _filter_kv(c, kept, shift)
             elif type(c) is BatchQuantizedKV:
-                c.filter(index, shift, rows)
+                c.filter(kept.index, shift, kept)
             elif type(c) in ROW_STATES:
-                _filter_rows(c, rows, index)
+                _filter_rows(c, kept)
             else:
-                c.filter(index)
+                c.filter(kept.index)
         self.left = [p - shift for p in left]
         if len(rows) == 1:
             self.caches = self.extract(0)
@@ -235,30 +235,30 @@ def _extract_kv(c: BatchKVCache, row: int, pad: int) -> KVCache:
     return out
 
 
-def _filter_kv(c: BatchKVCache, rows: list[int], index: mx.array, shift: int) -> None:
+def _filter_kv(c: BatchKVCache, kept: KeptRows, shift: int) -> None:
     """``BatchKVCache.filter`` with the kept rows' smallest left padding known on the host, the
     KV copied a run of consecutive rows at a time (``kv/rows.py``: a gather is slow on CUDA)."""
     if c.keys is not None:
-        c.keys, c.values = take_rows(c.keys, rows, shift), take_rows(c.values, rows, shift)
-    c.offset, c.left_padding = c.offset[index], c.left_padding[index]
+        c.keys, c.values = kept.take(c.keys, shift), kept.take(c.values, shift)
+    c.offset, c.left_padding = c.offset[kept.index], c.left_padding[kept.index]
     if shift > 0:
         c._idx -= shift
         c.left_padding = c.left_padding - shift
 
 
-def _filter_rows(c: Any, rows: list[int], index: mx.array) -> None:
+def _filter_rows(c: Any, kept: KeptRows) -> None:
     """mlx-lm's ``filter`` of a sliding-window batch (``BatchRotatingKVCache``) or of recurrent
     state (``ArraysCache``), the big buffers copied a run of rows at a time."""
     if type(c) is BatchRotatingKVCache:
         if c.keys is not None:
-            c.keys, c.values = take_rows(c.keys, rows), take_rows(c.values, rows)
-        c.offset, c.left_padding = c.offset[index], c.left_padding[index]
+            c.keys, c.values = kept.take(c.keys), kept.take(c.values)
+        c.offset, c.left_padding = c.offset[kept.index], c.left_padding[kept.index]
         return
-    c.cache = [None if a is None else take_rows(a, rows) for a in c.cache]
+    c.cache = [None if a is None else kept.take(a) for a in c.cache]
     if c.left_padding is not None:
-        c.left_padding = c.left_padding[index]
+        c.left_padding = c.left_padding[kept.index]
     if c.lengths is not None:
-        c.lengths = c.lengths[index]
+        c.lengths = c.lengths[kept.index]
 
 
 def _size(cache: list[Any]) -> int:

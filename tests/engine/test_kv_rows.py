@@ -13,7 +13,7 @@ from mlx_lm.models.cache import ArraysCache, BatchRotatingKVCache
 
 from mlxctl.engine.batch import _filter_rows
 from mlxctl.engine.kv import rows as kv_rows
-from mlxctl.engine.kv.rows import runs, take_rows
+from mlxctl.engine.kv.rows import KeptRows, runs
 
 
 def test_runs_are_the_consecutive_stretches_in_order():
@@ -29,9 +29,9 @@ ROW_SETS = [[1, 2, 3, 4, 5, 6, 7], [0, 1, 2, 3], [2, 5], [0, 7], [6, 1, 4], [3],
 
 @pytest.mark.parametrize("rows", ROW_SETS)
 @pytest.mark.parametrize("shift", [0, 1, 3])
-def test_take_rows_equals_the_gather_then_slice(rows, shift):
+def test_kept_rows_equal_the_gather_then_slice(rows, shift):
     x = mx.random.normal((8, 2, 6, 4)).astype(mx.bfloat16)
-    got = take_rows(x, rows, shift)
+    got = KeptRows(rows).take(x, shift)
     assert mx.array_equal(got, x[mx.array(rows)][..., shift:, :])
 
 
@@ -41,13 +41,14 @@ def test_past_max_runs_the_rows_are_gathered_alike(monkeypatch):
     rows = sorted(rng.sample(range(40), 25))
     assert len(runs(rows)) > 2
     monkeypatch.setattr(kv_rows, "MAX_RUNS", 2)
-    assert mx.array_equal(take_rows(x, rows, 2), x[mx.array(rows)][..., 2:, :])
+    assert mx.array_equal(KeptRows(rows).take(x, 2), x[mx.array(rows)][..., 2:, :])
+    assert mx.array_equal(KeptRows(rows).take(x), x[mx.array(rows)])
 
 
 def test_a_single_run_is_written_after_as_a_fresh_buffer():
     """One run left is a view of the old buffer; a write through it must not touch the old one."""
     x = mx.zeros((4, 1, 3, 2))
-    kept = take_rows(x, [1, 2], 1)
+    kept = KeptRows([1, 2]).take(x, 1)
     kept[..., 0:1, :] = mx.ones((2, 1, 1, 2))
     mx.eval(kept)
     assert mx.array_equal(x, mx.zeros((4, 1, 3, 2)))
@@ -75,7 +76,7 @@ def test_sliding_window_and_recurrent_rows_filter_as_mlx_lm_does(make, rows):
     ours = make(6)
     mx.random.seed(7)
     theirs = make(6)
-    _filter_rows(ours, rows, mx.array(rows))
+    _filter_rows(ours, KeptRows(rows))
     theirs.filter(mx.array(rows))
     for a, b in zip(tree_flatten(ours.state), tree_flatten(theirs.state)):
         assert mx.array_equal(a[1], b[1])

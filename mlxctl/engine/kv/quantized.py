@@ -28,7 +28,7 @@ from mlx.utils import tree_map
 from mlx_lm.models.base import create_causal_mask
 from mlx_lm.models.cache import KVCache, _BaseCache, create_attention_mask, dynamic_roll, make_prompt_cache
 
-from mlxctl.engine.kv.rows import take_rows
+from mlxctl.engine.kv.rows import KeptRows
 from mlxctl.engine.kv_config import KVQuant
 from mlxctl.errors import BadInputError
 
@@ -197,16 +197,16 @@ class BatchQuantizedKV(_Quantized):
         return create_causal_mask(N, offset=self._idx, left_padding=self.left_padding, **kwargs)
 
     # -- rows --------------------------------------------------------------------------------
-    def filter(self, batch_indices: mx.array, shift: int | None = None, rows: list[int] | None = None) -> None:
+    def filter(self, batch_indices: mx.array, shift: int | None = None, kept: KeptRows | None = None) -> None:
         """Keep the listed rows; ``shift``: their smallest left padding when the host knows it
-        (else read from the device), dropped from every row; ``rows``: the same rows as a host
-        list, so the KV is copied a run of consecutive rows at a time (``kv/rows.py``)."""
+        (else read from the device), dropped from every row; ``kept``: the same rows worked out
+        on the host, so the KV is copied a run of consecutive rows at a time (``kv/rows.py``)."""
         self.offset, self.left_padding = self.offset[batch_indices], self.left_padding[batch_indices]
         if shift is None:
             shift = min(self.left_padding.tolist())
         if self.keys is not None:
-            rows = batch_indices.tolist() if rows is None else rows
-            self.keys, self.values = tree_map(lambda x: take_rows(x, rows, shift), (self.keys, self.values))
+            kept = KeptRows(batch_indices.tolist()) if kept is None else kept
+            self.keys, self.values = tree_map(lambda x: kept.take(x, shift), (self.keys, self.values))
         if shift > 0:
             self._idx -= shift
             self.left_padding = self.left_padding - shift

@@ -26,13 +26,20 @@ def runs(rows: list[int]) -> list[tuple[int, int]]:
     return out
 
 
-def take_rows(x: mx.array, rows: list[int], shift: int = 0) -> mx.array:
-    """``x[rows]`` (rows on the first axis, any shape), or with ``shift`` (KV's
-    ``(rows, heads, tokens, dim)``) ``x[rows][..., shift:, :]``: the first ``shift`` positions
-    dropped."""
-    spans = runs(rows)
-    if len(spans) > MAX_RUNS:
-        kept = x[mx.array(rows)]
-        return kept[..., shift:, :] if shift else kept
-    parts = [x[start:stop, :, shift:] if shift else x[start:stop] for start, stop in spans]
-    return parts[0] if len(parts) == 1 else mx.concatenate(parts, axis=0)
+class KeptRows:
+    """The rows a batch keeps (in their new order), worked out once a filter for every layer:
+    their runs of consecutive rows, and their index on the device."""
+
+    def __init__(self, rows: list[int]) -> None:
+        self.rows, self.spans = rows, runs(rows)
+        self.index = mx.array(rows)
+
+    def take(self, x: mx.array, shift: int = 0) -> mx.array:
+        """``x[rows]`` (rows on the first axis, any shape), or with ``shift`` (KV's
+        ``(rows, heads, tokens, dim)``) ``x[rows][..., shift:, :]``: the first ``shift``
+        positions dropped."""
+        if len(self.spans) > MAX_RUNS:
+            kept = x[self.index]
+            return kept[..., shift:, :] if shift else kept
+        parts = [x[start:stop, :, shift:] if shift else x[start:stop] for start, stop in self.spans]
+        return parts[0] if len(parts) == 1 else mx.concatenate(parts, axis=0)
