@@ -1,8 +1,9 @@
 """Rows kept out of a batch's caches (KV buffers, recurrent state), by copies, not a gather.
 
-When rows leave a batch its KV is copied without them. MLX's gather (``x[index]``) ran at a
-fifth of the copy kernels' speed on CUDA: on an H100 it took 26 ms to keep 248 of 256
-Llama-3.2-1B rows of 670 tokens, as long as a whole decode step (``scripts/probe_leave.py``).
+When rows leave a batch its KV is copied without them. MLX's gather (``x[index]``) is slow on
+CUDA: on an H100 it took 25 ms to keep 248 of 256 rows of a Llama-3.2-1B batch of 542-token
+prompts, as long as a whole decode step, where copying the same rows took about 3 ms
+(``scripts/probe_leave.py``). The run count past which one gather is used instead is a guess.
 The rows a batch keeps mostly come in a few runs of consecutive rows (a group that joined
 together leaves together), so those runs are sliced out and concatenated instead: one copy of
 each run, and no copy at all where a single run remains (a view, copied by the next write).
