@@ -26,7 +26,6 @@ from mlxctl.engine.request import Request
 
 BATCHED_KV = (BatchKVCache, BatchQuantizedKV)  # batched layers whose padding the host mirrors
 PLAIN_KV = (KVCache, QuantizedKV)
-ROW_STATES = (BatchRotatingKVCache, ArraysCache)  # filtered by _filter_rows
 
 
 class DecodeBatch:
@@ -86,22 +85,25 @@ class DecodeBatch:
         if not rows:
             self.__init__()
             return
+        kept = KeptRows(rows)
         self.requests = [self.requests[i] for i in rows]
         self.samples = [self.samples[i] for i in rows]
-        self.tokens = self.tokens[mx.array(rows)]
+        self.tokens = self.tokens[kept.index]
         if self._batched:
-            self._filter(rows)
+            self._filter(rows, kept)
 
-    def _filter(self, rows: list[int]) -> None:
+    def _filter(self, rows: list[int], kept: KeptRows) -> None:
         left = [self.left[i] for i in rows]
-        shift, kept = min(left), KeptRows(rows)
+        shift = min(left)
         for c in self.caches:
             if type(c) is BatchKVCache:
                 _filter_kv(c, kept, shift)
+            elif type(c) is BatchRotatingKVCache:
+                _filter_kv(c, kept, 0)  # mlx-lm's filter of a window does not drop padding either
             elif type(c) is BatchQuantizedKV:
-                c.filter(kept.index, shift, kept)
-            elif type(c) in ROW_STATES:
-                _filter_rows(c, kept)
+                c.filter(kept, shift)
+            elif type(c) is ArraysCache:
+                _filter_state(c, kept)
             else:
                 c.filter(kept.index)
         self.left = [p - shift for p in left]
@@ -235,9 +237,10 @@ def _extract_kv(c: BatchKVCache, row: int, pad: int) -> KVCache:
     return out
 
 
-def _filter_kv(c: BatchKVCache, kept: KeptRows, shift: int) -> None:
+def _filter_kv(c: BatchKVCache | BatchRotatingKVCache, kept: KeptRows, shift: int) -> None:
     """``BatchKVCache.filter`` with the kept rows' smallest left padding known on the host, the
-    KV copied a run of consecutive rows at a time (``kv/rows.py``: a gather is slow on CUDA)."""
+    KV copied a run of consecutive rows at a time (``kv/rows.py``: a gather is slow on CUDA);
+    with ``shift`` 0, ``BatchRotatingKVCache.filter`` too."""
     if c.keys is not None:
         c.keys, c.values = kept.take(c.keys, shift), kept.take(c.values, shift)
     c.offset, c.left_padding = c.offset[kept.index], c.left_padding[kept.index]
@@ -246,14 +249,8 @@ def _filter_kv(c: BatchKVCache, kept: KeptRows, shift: int) -> None:
         c.left_padding = c.left_padding - shift
 
 
-def _filter_rows(c: Any, kept: KeptRows) -> None:
-    """mlx-lm's ``filter`` of a sliding-window batch (``BatchRotatingKVCache``) or of recurrent
-    state (``ArraysCache``), the big buffers copied a run of rows at a time."""
-    if type(c) is BatchRotatingKVCache:
-        if c.keys is not None:
-            c.keys, c.values = kept.take(c.keys), kept.take(c.values)
-        c.offset, c.left_padding = c.offset[kept.index], c.left_padding[kept.index]
-        return
+def _filter_state(c: ArraysCache, kept: KeptRows) -> None:
+    """``ArraysCache.filter`` (recurrent state), its arrays copied a run of rows at a time."""
     c.cache = [None if a is None else kept.take(a) for a in c.cache]
     if c.left_padding is not None:
         c.left_padding = c.left_padding[kept.index]

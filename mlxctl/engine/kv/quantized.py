@@ -197,15 +197,16 @@ class BatchQuantizedKV(_Quantized):
         return create_causal_mask(N, offset=self._idx, left_padding=self.left_padding, **kwargs)
 
     # -- rows --------------------------------------------------------------------------------
-    def filter(self, batch_indices: mx.array, shift: int | None = None, kept: KeptRows | None = None) -> None:
-        """Keep the listed rows; ``shift``: their smallest left padding when the host knows it
-        (else read from the device), dropped from every row; ``kept``: the same rows worked out
-        on the host, so the KV is copied a run of consecutive rows at a time (``kv/rows.py``)."""
-        self.offset, self.left_padding = self.offset[batch_indices], self.left_padding[batch_indices]
+    def filter(self, rows: mx.array | KeptRows, shift: int | None = None) -> None:
+        """Keep the listed rows (an index, or ``kv/rows.py``'s ``KeptRows``, worked out once for
+        every layer: the KV is copied a run of consecutive rows at a time); ``shift``: their
+        smallest left padding when the host knows it (else read from the device), dropped from
+        every row."""
+        kept = rows if isinstance(rows, KeptRows) else KeptRows(rows.tolist())
+        self.offset, self.left_padding = self.offset[kept.index], self.left_padding[kept.index]
         if shift is None:
             shift = min(self.left_padding.tolist())
         if self.keys is not None:
-            kept = KeptRows(batch_indices.tolist()) if kept is None else kept
             self.keys, self.values = tree_map(lambda x: kept.take(x, shift), (self.keys, self.values))
         if shift > 0:
             self._idx -= shift

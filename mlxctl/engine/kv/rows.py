@@ -32,8 +32,7 @@ class KeptRows:
     their runs of consecutive rows, and their index on the device."""
 
     def __init__(self, rows: list[int]) -> None:
-        self.rows, self.spans = rows, runs(rows)
-        self.index = mx.array(rows)
+        self.spans, self.index = runs(rows), mx.array(rows)
 
     def take(self, x: mx.array, shift: int = 0) -> mx.array:
         """``x[rows]`` (rows on the first axis, any shape), or with ``shift`` (KV's
