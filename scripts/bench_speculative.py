@@ -110,7 +110,11 @@ def main() -> int:
         configs.update({f"draft{k}": SpeculationConfig("draft", int(k), args.draft_model, args.draft_dtype)
                         for k in args.draft.split(",")})
     params = SamplingParams(temperature=0, max_tokens=args.max_tokens)
-    engines = {name: Engine(lambda: loaded, EngineConfig(speculation=c)).start() for name, c in configs.items()}
+    engines = {name: Engine(lambda: loaded, EngineConfig(speculation=c)) for name, c in configs.items()}
+    for name, engine in engines.items():  # MLXCTL_STEP_TRACE=F: a file per engine, F.<name>
+        if engine.trace is not None:
+            engine.trace.path += f".{name}"
+        engine.start()
     for engine in engines.values():  # warm-up: a whole reply, so every pass width a draft makes is compiled
         engine.submit(prompt, params).collect()
     rates: dict[str, list[float]] = {name: [] for name in engines}
@@ -133,6 +137,9 @@ def main() -> int:
             drafted = sum(d.timings.draft_tokens for d in done)
             accepted[name].append(sum(d.timings.accepted_tokens for d in done) / drafted if drafted else 0.0)
             replies[name].add(tuple(d.token_ids for d in done))
+    # what each engine's policy measured (check cost per batch size, decode steps of each kind)
+    policy = {name: {k: engine.stats()["speculative"].get(k) for k in ("tokens_per_s", "decode_steps")}
+              for name, engine in engines.items() if name != "off"}
     for engine in engines.values():
         engine.shutdown()
     base = statistics.median(rates["off"])
@@ -144,7 +151,8 @@ def main() -> int:
                               "speedup": round(statistics.median(rates[name]) / base, 2),
                               "speedup_vs_bare": round(statistics.median(rates[name]) / loop, 2) if loop else None,
                               "acceptance": round(statistics.median(accepted[name]), 3),
-                              "same_reply_as_off": replies[name] == replies["off"]} for name in engines}}
+                              "same_reply_as_off": replies[name] == replies["off"]} for name in engines},
+              "policy": policy}
     if args.json:
         print(json.dumps(result, indent=1))
     else:

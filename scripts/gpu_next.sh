@@ -185,9 +185,13 @@ case ${PART:-19} in
   # them against 1.78x with fixed drafts of 8): a batch's check is as wide as its longest draft, so does growth pay at
   # 4 and 8 requests? The real SmolLM2 (carry .gpu-w2; /tmp/w1 as for PART=19s), each request repeating other code
   S=/tmp/smollm2; mkdir -p "$S" && cp .gpu-home/models/smollm2-135m/* "$S"/ && cat /tmp/w1 .gpu-w2/part > "$S/model.safetensors"
-  for b in 4 8; do
-    timeout 250 $PY scripts/bench_speculative.py --model "$S" --reps 3 --draft 8 --grow --batch $b --json \
-      > "$OUT/smol_grow_b$b.json" 2> "$OUT/smol_grow_b$b.log"
+  # B: batch sizes (2026-12-07: at 8 both kinds of draft lost, 0.71x and 0.82x; the batch of 4 outran 250 s on a
+  # fresh machine); each engine step-traced (trace_bB.jsonl.<variant>)
+  # and its policy's measured check costs in the JSON
+  for b in ${B:-8 4}; do
+    MLXCTL_STEP_TRACE=$OUT/trace_b$b.jsonl timeout ${T:-250} $PY scripts/bench_speculative.py --model "$S" --reps 3 \
+      --draft 8 --grow --batch $b --json > "$OUT/smol_grow_b$b.json" 2> "$OUT/smol_grow_b$b.log"
+    for f in "$OUT"/trace_b$b.jsonl.*; do $PY scripts/step_trace.py "$f" > "$f.txt" 2>&1; gzip "$f"; done
   done ;;
 18b)
   for mode in "" --buckets; do
@@ -280,7 +284,10 @@ case ${PART:-19} in
   # against the gather, no pool returns)
   timeout 120 $PY scripts/probe_leave.py --model "$M" --rows 256 --group 8 --leaves 16 \
     > "$OUT/probe_leave.jsonl" 2> "$OUT/probe_leave.txt"
-  REPS=${REPS:-1} alternate "${CONC:-256}" 3 100 shipped:"" alt:"" cap16:"--pool-cap-mib 16384" ;;
+  # limit8: the engine never returns the pool; MLX bounds it at 8 GiB itself (mx.set_cache_limit: past it, the
+  # least recently used buffers go at allocation, so the step's own sizes stay cached)
+  REPS=${REPS:-1} alternate "${CONC:-256}" 3 100 shipped:"" alt:"" cap16:"--pool-cap-mib 16384" \
+    limit8:"--clear-every 1000000 --pool-cap-mib 1000000 --cache-limit-mib 8192" ;;
 18e8)  # issue 18's 8 streams (0.97x BatchGenerator on an H100, 2026-12-07): the goal cell with more repetitions,
   # against no cache, one prefill chunk big enough for the whole wave (8 x 542 tokens), and no prefill pacing;
   # then step traces of this build's engine with and without the cache (where a round's time goes)
