@@ -98,6 +98,9 @@
 # 2026-12-07 (eighth session): an H100 ran PART=18g, 18f, 18l and 19g at cc0d97f, then probe_leave.py at 2d39d4f
 # (the kept rows copied by runs: 1.5 ms where the gather took 25; benchmarks.md, twenty-second pass). Next: PART=18w
 # (whole 256-stream runs against the build before, and a 16 GiB pool cap), then PART=18g on an H200.
+# 2026-12-08: an H100 ran PART=18w, 18g (mlx-lm ran out of memory at 256), 18x twice and 19g (B=8, then 4) at
+# 1bc6957 (benchmarks.md, twenty-third pass and "drafts in batches of 4 and 8, traced"). Next: PART=18g REPS=1 on an
+# H200; PART=19g with more rounds (do first uses of shapes explain the batches' loss?).
 set -uo pipefail
 OUT=${OUT:-bench-results}; mkdir -p "$OUT"
 PY=${PYTHON:-python3}
@@ -287,6 +290,12 @@ case ${PART:-19} in
   # limit8: the engine never returns the pool; MLX bounds it at 8 GiB itself (mx.set_cache_limit: past it, the
   # least recently used buffers go at allocation, so the step's own sizes stay cached)
   REPS=${REPS:-1} alternate "${CONC:-256}" 3 100 shipped:"" alt:"" cap16:"--pool-cap-mib 16384" \
+    limit8:"--clear-every 1000000 --pool-cap-mib 1000000 --cache-limit-mib 8192" ;;
+18x)  # PART=18w's lead (H100, 2026-12-08): MLX bounding its own pool at 8 GiB (mx.set_cache_limit), the engine never
+  # returning it, made 5526 tok/s against 5253 as shipped at 256 streams (one process each): again, alternating,
+  # at 256 and at 64 streams
+  REPS=${REPS:-2} alternate 256 3 100 shipped:"" limit8:"--clear-every 1000000 --pool-cap-mib 1000000 --cache-limit-mib 8192"
+  mkdir -p "$OUT/c64"; OUT=$OUT/c64 REPS=${REPS:-2} alternate 64 6 60 shipped:"" \
     limit8:"--clear-every 1000000 --pool-cap-mib 1000000 --cache-limit-mib 8192" ;;
 18e8)  # issue 18's 8 streams (0.97x BatchGenerator on an H100, 2026-12-07): the goal cell with more repetitions,
   # against no cache, one prefill chunk big enough for the whole wave (8 x 542 tokens), and no prefill pacing;

@@ -34,9 +34,17 @@ class Policy:
     interval as it was). Where not even a check whose drafts are all taken whole could pay, the
     size waits ``MAX_RECHECK`` steps at once: a draft model that guesses slower than the target
     decodes costs a catch-up over every token it missed at each recheck, which the check's
-    cost leaves out."""
+    cost leaves out.
+
+    A size that keeps checking measures no plain steps, so after ``REFRESH`` checks since its
+    last plain one its plain cost is let go and measured again (two plain steps: the first
+    only refills the pipeline). On an H100 a batch of 8 measured its only plain steps while
+    MLX built their kernels (medians of 72 and 126 ms against 8-11 ms once built), and went on reading a
+    check as a third of a plain step for the rest of the run (docs/benchmarks.md, issue 19,
+    2026-12-08)."""
 
     RECHECK = 32
+    REFRESH = 64  # checks at a size since its last plain step before the plain cost is measured again
     MAX_RECHECK = 1024
     SAMPLES = 5  # steps of each kind a batch size's cost is the lower median of
     WEIGHT = 0.25  # of the newest step in the reported rates' moving averages
@@ -49,6 +57,7 @@ class Policy:
         self._recheck: dict[int, int] = {}  # rows -> declined steps before the next check (doubles)
         self._rechecking: dict[int, int] = {}  # rows -> the interval before a recheck's step (until it is recorded)
         self._after_spec = False  # the plain step right after a speculative one only refills the pipeline
+        self._since_plain: dict[int, int] = {}  # rows -> checks counted since the size's last plain step
         self.counts = {"speculative": 0, "plain": 0}  # decode-only steps of each kind taken while speculating
 
     def cost(self, rows: int) -> float | None:
@@ -62,6 +71,9 @@ class Policy:
         self._rechecking.pop(rows, None)  # a recheck whose step was never recorded (it prefilled, or failed)
         if (rows, True) not in self.seconds:
             return True
+        if self._since_plain.get(rows, 0) >= self.REFRESH:
+            self._since_plain[rows] = 0
+            self.seconds.pop((rows, False), None)  # stale: measured again before the next check
         cost = self.cost(rows)
         if cost is None:
             return False  # the plain side is measured first
@@ -102,6 +114,7 @@ class Policy:
         if speculative and rows not in self._first_checked:
             self._first_checked.add(rows)  # it may have built its kernels: not what a check costs
             return
+        self._since_plain[rows] = self._since_plain.get(rows, 0) + 1 if speculative else 0
         self.seconds.setdefault(key, deque(maxlen=self.SAMPLES)).append(seconds / (checks if speculative else 1))
 
     def skipped(self, speculative: bool) -> None:

@@ -407,6 +407,35 @@ def test_the_policy_checks_where_the_expected_tokens_beat_the_cost_and_rechecks(
     assert policy.cost(4) == pytest.approx(4.0)
 
 
+def test_a_size_that_keeps_checking_measures_its_plain_cost_again():
+    """Plain steps measured while kernels were built made checks look cheap for the rest of a
+    run (H100, a batch of 8): after REFRESH checks the plain side is measured again."""
+    from mlxctl.engine.speculative_policy import Policy
+
+    policy = Policy()
+    policy.record(8, True, 20, 5.0)  # the first check: uncounted
+    policy.record(8, True, 20, 0.02)
+    policy.record(8, False, 8, 0.1)  # the refill
+    policy.record(8, False, 8, 0.1)  # a plain step while its kernels were built: 0.1 s, not 0.01
+    assert policy.cost(8) == pytest.approx(0.2)
+    picks = []
+    for _ in range(Policy.REFRESH):
+        picks.append(policy.choose(8, 12.0))  # 12 tokens against 8 rows at 0.2: pays
+        policy.record(8, True, 12, 0.02)
+    assert all(picks)
+    assert not policy.choose(8, 12.0)  # the plain cost measured again first
+    policy.record(8, False, 8, 0.05)  # the refill after a check: not counted
+    assert not policy.choose(8, 12.0)
+    policy.record(8, False, 8, 0.01)  # built now: a check costs two plain steps
+    assert policy.cost(8) == pytest.approx(2.0)
+    assert not policy.choose(8, 12.0)  # 12 tokens do not pay 8 rows at twice the cost
+    assert policy.choose(8, 16.0)
+    # a size whose checks do not pay measures plain steps anyway: nothing is let go
+    for _ in range(2 * Policy.REFRESH):
+        policy.record(8, False, 8, 0.01)
+    assert policy.cost(8) == pytest.approx(2.0)
+
+
 def test_where_not_even_drafts_taken_whole_would_pay_the_policy_waits_longest():
     from mlxctl.engine.speculative_policy import Policy
 
