@@ -190,9 +190,10 @@ case ${PART:-19} in
   S=/tmp/smollm2; mkdir -p "$S" && cp .gpu-home/models/smollm2-135m/* "$S"/ && cat /tmp/w1 .gpu-w2/part > "$S/model.safetensors"
   # B: batch sizes (2026-12-07: at 8 both kinds of draft lost, 0.71x and 0.82x; the batch of 4 outran 250 s on a
   # fresh machine); each engine step-traced (trace_bB.jsonl.<variant>)
-  # and its policy's measured check costs in the JSON
+  # and its policy's measured check costs in the JSON; R: rounds. Since 2026-12-08 each engine warms up on a whole
+  # round of the batch (before, one request's reply: the first round at 8 built the batch's shapes, 10 s of it)
   for b in ${B:-8 4}; do
-    MLXCTL_STEP_TRACE=$OUT/trace_b$b.jsonl timeout ${T:-250} $PY scripts/bench_speculative.py --model "$S" --reps 3 \
+    MLXCTL_STEP_TRACE=$OUT/trace_b$b.jsonl timeout ${T:-250} $PY scripts/bench_speculative.py --model "$S" --reps ${R:-3} \
       --draft 8 --grow --batch $b --json > "$OUT/smol_grow_b$b.json" 2> "$OUT/smol_grow_b$b.log"
     for f in "$OUT"/trace_b$b.jsonl.*; do $PY scripts/step_trace.py "$f" > "$f.txt" 2>&1; gzip "$f"; done
   done ;;
