@@ -288,6 +288,21 @@ def test_a_dead_end_sets_an_error_and_the_next_token_is_rejected(tok):
     assert m.rejected
 
 
+def test_a_token_sampled_past_a_dead_end_without_a_mask_fails_as_a_plain_step_does(tok):
+    """A speculative check samples a position past a dead end freely (its draft masks allow every
+    token there): the error names the dead end, word for word as a plain step's mask does."""
+    spec = ConstraintSpec("regex", "[0-9]+")
+    plain, checked = (compile_constraint(spec, tok).matcher(16) for _ in range(2))
+    assert constraint_masks([plain], 16) is None
+    plain.advance(3)
+    checked.advance(3)  # no mask was asked for
+    assert checked.rejected and checked.error == plain.error and "dead end" in checked.error
+    # a token refused where others were allowed is still named as refused
+    m = compile_constraint(ConstraintSpec("regex", "(ab)+c"), tok).matcher(tok.vocab_size)
+    m.advance(ids(tok, "c")[0])
+    assert m.rejected and "does not continue the" in m.error and "dead end" not in m.error
+
+
 def test_draft_masks_are_the_masks_plain_steps_give_and_leave_the_matcher_as_it_was(tok, width):
     """Speculative decoding's masks: one per drafted position, each what a plain step gives after
     the tokens before it; past a token the grammar refuses every token is allowed (never reached)."""
