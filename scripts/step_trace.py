@@ -7,7 +7,9 @@ tokens emitted and their rate, and the steps split into decode-only ones (no pro
 ones with prompt work, with the decode-only steps' median and p90 wall time and rows; and the
 decode-only steps after which rows left the batch (``leave_*``: requests ended there, and the
 batch's KV was cut to the rows that go on; a run's last step counts when it is decode-only),
-from each step's rows (decoding as it starts) and joins (decoding from the next step on).
+from each step's rows (decoding as it starts) and joins (decoding from the next step on); and
+the decode-only steps whose pass shape (rows by ``width``; traces without widths: rows) the
+trace had not met before (``first_shape_*``: on CUDA MLX builds a new shape's kernels then).
 
     python scripts/step_trace.py TRACE [--gap 0.5] [--json]
 """
@@ -34,7 +36,9 @@ def _pct(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, int(q * len(values)))] if values else 0.0
 
 
-def summary(run: list[dict]) -> dict:
+def summary(run: list[dict], seen: set | None = None) -> dict:
+    """One run's sums; ``seen``: the pass shapes met in the runs before (updated)."""
+    seen = set() if seen is None else seen
     wall = run[-1]["t"] + run[-1]["dt"] - run[0]["t"]
     decode = [s for s in run if not s["prefill_tokens"]]
     prompt = [s for s in run if s["prefill_tokens"]]
@@ -42,6 +46,12 @@ def summary(run: list[dict]) -> dict:
     # a step's rows are those decoding as it starts; the requests it joins decode from the next one on
     leave = [s for s, after in zip(run, run[1:] + [None]) if not s["prefill_tokens"]
              and s["rows"] + s["joined"] > (after["rows"] if after else 0)]
+    first = []
+    for s in decode:
+        shape = (s["rows"], s.get("width", 1))
+        if shape not in seen:
+            seen.add(shape)
+            first.append(s)
     return {
         "steps": len(run), "wall_s": round(wall, 4), "in_steps_s": round(sum(s["dt"] for s in run), 4),
         "between_steps_s": round(sum(s["idle"] for s in run[1:]), 4), "emitted": emitted,
@@ -58,6 +68,7 @@ def summary(run: list[dict]) -> dict:
         "prompt_tokens": sum(s["prefill_tokens"] for s in prompt),
         "first_token_step_s": round(next((s["t"] + s["dt"] - run[0]["t"] for s in run if s["joined"]), 0.0), 4),
         "speculative_steps": sum(1 for s in run if s["spec"]),
+        "first_shape_steps": len(first), "first_shape_s": round(sum(s["dt"] for s in first), 4),
     }
 
 
@@ -76,7 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     if not lines:
         print(f"step_trace: {args.trace} holds no steps", file=sys.stderr)
         return 2
-    result = [summary(r) for r in runs(lines, args.gap)]
+    seen: set = set()
+    result = [summary(r, seen) for r in runs(lines, args.gap)]
     if args.json:
         print(json.dumps(result, indent=1))
     else:

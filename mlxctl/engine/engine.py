@@ -88,6 +88,7 @@ class Engine(Inbox, Lifecycle):
         self._overhang = 0  # while a speculative step emits: cached tokens after the one being emitted
         self._emitted = 0  # tokens emitted so far (what a step did, for the speculation policy)
         self.spec_policy = speculative_policy.Policy()
+        self.spec_width = 0  # the step's check width (pending token and drafts; 0: no check ran)
         self.spec_rows = speculative_step.MAX_ROWS  # the largest batch that speculates (set at load)
         self.spec_grow = ""  # growing ngram drafts: the backend that bounds them (set at load; "": off)
         self.spec_grow_alone = False  # and whether they grow only while a request is alone in the batch
@@ -271,7 +272,7 @@ class Engine(Inbox, Lifecycle):
         plan = self.scheduler.schedule()
         rows, start, emitted = len(self.batch), time.perf_counter(), self._emitted
         pending, checks, catch_up = None, 0, 0.0
-        speculative = speculative_step.wanted(self)
+        speculative, self.spec_width = speculative_step.wanted(self), 0
         if speculative:  # a step that found no draft counts too: it gave up the pipeline's overlap
             with self.prefix.together():
                 checks, catch_up = speculative_step.speculate(self)
@@ -292,7 +293,7 @@ class Engine(Inbox, Lifecycle):
         self._housekeeping(changed=bool(joiners) or len(self.batch) < rows)
         if self.trace is not None:
             self.trace.record(start, rows, plan.prefill, sum(len(j.requests) for j in joiners),
-                              self._emitted - emitted, speculative)
+                              self._emitted - emitted, speculative, self.spec_width or 1)
 
     def _join(self, joiner: Joiner) -> None:
         self.prompts.hold(joiner)

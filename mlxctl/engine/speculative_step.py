@@ -256,6 +256,7 @@ def speculate(engine: Any) -> tuple[int, float]:
         return 0, catch_up
     saved = recurrent_states(batch.caches) if engine.spec_replay else None
     rows = [[p, *d, *[p] * (width - len(d))] for p, d in zip(pendings, drafts)]
+    engine.spec_width = width + 1
     tap = engine.mixer_tap  # records each recurrent mixer's input, for an undo of those alone
     with tap.recording() if tap is not None else nullcontext():
         logits = engine.runner.verify(batch, rows)

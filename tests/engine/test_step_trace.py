@@ -23,7 +23,9 @@ def test_each_step_is_traced_and_the_script_sums_the_runs(tmp_path, monkeypatch)
         streams = [engine.submit([1, 2, 3, 4, 5], params), engine.submit([7, 8, 9], params)]
         assert [len(s.collect().token_ids) for s in streams] == [6, 6]
     lines = [json.loads(line) for line in trace.read_text().splitlines()]  # written at shutdown
-    assert set(lines[0]) == {"t", "dt", "idle", "rows", "prefill_tokens", "prefill_reqs", "joined", "emitted", "spec"}
+    assert set(lines[0]) == {"t", "dt", "idle", "rows", "prefill_tokens", "prefill_reqs", "joined", "emitted", "spec",
+                             "width"}
+    assert [s["width"] for s in lines] == [0] + [1] * (len(lines) - 1)  # a prompt step, then plain ones
     assert sum(s["emitted"] for s in lines) == 12
     assert sum(s["joined"] for s in lines) == 2
     assert sum(s["prefill_tokens"] for s in lines) == 8
@@ -51,6 +53,34 @@ def test_the_script_counts_the_steps_after_which_rows_left(tmp_path):
     (run,) = json.loads(out.stdout)
     assert (run["leave_steps"], run["leave_ms_p50"], run["leave_s"]) == (2, 35.0, 0.07)
     assert run["decode_steps"] == 4 and run["prompt_steps"] == 2
+    # pass shapes met for the first time: 4 rows, 3 rows (the decode-only steps' rows; no widths: 1)
+    assert (run["first_shape_steps"], run["first_shape_s"]) == (2, 0.03)
+
+
+def test_checks_trace_their_width_and_the_script_counts_shapes_met_first(tmp_path, monkeypatch):
+    """A speculative step's ``width`` is its pass's (the pending token and the longest draft);
+    the script counts a shape once over the whole trace, not once a run."""
+    from mlxctl.engine.engine import EngineConfig
+    from mlxctl.engine.speculative import SpeculationConfig
+
+    trace = tmp_path / "steps.jsonl"
+    monkeypatch.setenv("MLXCTL_STEP_TRACE", str(trace))
+    loaded = tiny_loaded()
+    params = SamplingParams(temperature=0.0, max_tokens=24, ignore_eos=True, num_draft_tokens=3)
+    config = EngineConfig(speculation=SpeculationConfig("ngram", 3, measured=False))
+    with Engine(lambda: loaded, config) as engine:
+        engine.submit([5, 6, 7] * 8, params).collect()  # a prompt that repeats: drafts found
+    lines = [json.loads(line) for line in trace.read_text().splitlines()]
+    checks = [s for s in lines if s["spec"] and s["width"] > 1]
+    assert checks and all(2 <= s["width"] <= 4 for s in checks)
+    doubled = tmp_path / "twice.jsonl"  # the same steps twice, far apart: the second run meets no new shape
+    again = [dict(s, t=s["t"] + 100, idle=100.0 if i == 0 else s["idle"]) for i, s in enumerate(lines)]
+    doubled.write_text("".join(json.dumps(s) + "\n" for s in lines + again))
+    out = subprocess.run([sys.executable, str(ROOT / "scripts" / "step_trace.py"), str(doubled), "--json"],
+                         capture_output=True, text=True, check=True)
+    first, second = json.loads(out.stdout)
+    shapes = {(s["rows"], s["width"]) for s in lines if not s["prefill_tokens"]}
+    assert first["first_shape_steps"] == len(shapes) and second["first_shape_steps"] == 0
 
 
 def test_without_the_variable_nothing_is_written(tmp_path, monkeypatch):
