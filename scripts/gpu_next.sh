@@ -100,7 +100,7 @@
 # (whole 256-stream runs against the build before, and a 16 GiB pool cap), then PART=18g on an H200.
 # 2026-12-08: an H100 ran PART=18w, 18g (mlx-lm ran out of memory at 256), 18x twice and 19g (B=8, then 4) at
 # 1bc6957 (benchmarks.md, twenty-third pass and "drafts in batches of 4 and 8, traced"). Next: PART=18g REPS=1 on an
-# H200; PART=19g with more rounds (do first uses of shapes explain the batches' loss?).
+# H200; PART=19g B=8 R=5 (the traces now hold each step's width and kv: are the batches' slow steps new shapes?).
 set -uo pipefail
 OUT=${OUT:-bench-results}; mkdir -p "$OUT"
 PY=${PYTHON:-python3}

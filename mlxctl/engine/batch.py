@@ -126,6 +126,13 @@ class DecodeBatch:
         self.tokens, self.samples = tokens, samples
         return pending
 
+    def positions(self) -> int:
+        """The positions the caches hold a row, left padding included (the width of the
+        decode pass's attention; 0 with no rows)."""
+        if not self.caches:
+            return 0
+        return _end(self.caches) if self._batched else _size(self.caches)
+
     def nbytes(self) -> int:
         if not self.caches:
             return 0

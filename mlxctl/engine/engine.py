@@ -271,6 +271,7 @@ class Engine(Inbox, Lifecycle):
     def _step(self) -> None:
         plan = self.scheduler.schedule()
         rows, start, emitted = len(self.batch), time.perf_counter(), self._emitted
+        kv = self.batch.positions() if self.trace is not None else 0
         pending, checks, catch_up = None, 0, 0.0
         speculative, self.spec_width = speculative_step.wanted(self), 0
         if speculative:  # a step that found no draft counts too: it gave up the pipeline's overlap
@@ -293,7 +294,7 @@ class Engine(Inbox, Lifecycle):
         self._housekeeping(changed=bool(joiners) or len(self.batch) < rows)
         if self.trace is not None:
             self.trace.record(start, rows, plan.prefill, sum(len(j.requests) for j in joiners),
-                              self._emitted - emitted, speculative, self.spec_width or 1)
+                              self._emitted - emitted, speculative, self.spec_width or 1, kv)
 
     def _join(self, joiner: Joiner) -> None:
         self.prompts.hold(joiner)

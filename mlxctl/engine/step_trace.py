@@ -7,7 +7,9 @@ ended: waiting for requests, housekeeping), ``rows`` (decode rows at the step's 
 ``prefill_tokens`` and ``prefill_reqs`` (prompt work planned this step), ``joined`` (prompts that
 joined the decode batch), ``emitted`` (tokens the step emitted), ``spec`` (a speculative
 step) and ``width`` (the tokens a row fed to the decode pass: 1 for a plain step, the pending
-token and the drafts for a check, 0 with no rows; the decode pass's shape is rows by width). ``scripts/step_trace.py`` sums a file up; the same run in process and behind the daemon
+token and the drafts for a check, 0 with no rows; the decode pass's shape is rows by width)
+and ``kv`` (the positions the batch's caches held a row as the step started, padding included:
+what its attention spans). ``scripts/step_trace.py`` sums a file up; the same run in process and behind the daemon
 then show whether the daemon's steps are more, longer or further apart.
 """
 
@@ -37,7 +39,7 @@ class StepTrace:
         return cls(path) if path else None
 
     def record(self, start: float, rows: int, plan_prefill: list[tuple[Any, int]], joined: int, emitted: int,
-               speculative: bool, width: int = 1) -> None:
+               speculative: bool, width: int = 1, kv: int = 0) -> None:
         if not self.path:  # stopped: the file could not be written
             return
         end = time.perf_counter()
@@ -49,7 +51,7 @@ class StepTrace:
             "t": round(start - self._origin, 6), "dt": round(end - start, 6), "idle": round(idle, 6),
             "rows": rows, "prefill_tokens": sum(n for _, n in plan_prefill), "prefill_reqs": len(plan_prefill),
             "joined": joined, "emitted": emitted, "spec": speculative,
-            "width": width if rows else 0}))
+            "width": width if rows else 0, "kv": kv}))
         if len(self._lines) >= FLUSH_EVERY:
             self.flush()
 

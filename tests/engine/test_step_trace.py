@@ -24,8 +24,10 @@ def test_each_step_is_traced_and_the_script_sums_the_runs(tmp_path, monkeypatch)
         assert [len(s.collect().token_ids) for s in streams] == [6, 6]
     lines = [json.loads(line) for line in trace.read_text().splitlines()]  # written at shutdown
     assert set(lines[0]) == {"t", "dt", "idle", "rows", "prefill_tokens", "prefill_reqs", "joined", "emitted", "spec",
-                             "width"}
+                             "width", "kv"}
     assert [s["width"] for s in lines] == [0] + [1] * (len(lines) - 1)  # a prompt step, then plain ones
+    kv = [s["kv"] for s in lines if s["rows"] == 2]  # both rows decoding: 5 positions a row (3 + 2 padding), then more
+    assert kv and all(b == a + 1 for a, b in zip(kv, kv[1:])) and kv[0] >= 5
     assert sum(s["emitted"] for s in lines) == 12
     assert sum(s["joined"] for s in lines) == 2
     assert sum(s["prefill_tokens"] for s in lines) == 8
