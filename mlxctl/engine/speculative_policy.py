@@ -38,10 +38,10 @@ class Policy:
 
     A size that keeps checking measures no plain steps, so after ``REFRESH`` checks since its
     last plain one its plain cost is let go and measured again (two plain steps: the first
-    only refills the pipeline). On an H100 a batch of 8 measured its only plain steps while
-    MLX built their kernels (medians of 72 and 126 ms against 8-11 ms once built), and went on reading a
-    check as a third of a plain step for the rest of the run (docs/benchmarks.md, issue 19,
-    2026-12-08)."""
+    only refills the pipeline). On an H100 a batch of 8 measured its few plain steps while MLX
+    built their kernels (medians of 72 and 126 ms against 8-11 ms once built), and went on
+    reading a check as a third of a plain step for the rest of the run (docs/benchmarks.md,
+    issue 19, 2026-12-08)."""
 
     RECHECK = 32
     REFRESH = 64  # checks at a size since its last plain step before the plain cost is measured again

@@ -9,8 +9,8 @@ joined the decode batch), ``emitted`` (tokens the step emitted), ``spec`` (a spe
 step) and ``width`` (the tokens a row fed to the decode pass: 1 for a plain step, the pending
 token and the drafts for a check, 0 with no rows; the decode pass's shape is rows by width)
 and ``kv`` (the positions the batch's caches held a row as the step started, padding included:
-what its attention spans). ``scripts/step_trace.py`` sums a file up; the same run in process and behind the daemon
-then show whether the daemon's steps are more, longer or further apart.
+what its attention spans). ``scripts/step_trace.py`` sums a file up; the same run in process and
+behind the daemon then show whether the daemon's steps are more, longer or further apart.
 """
 
 from __future__ import annotations
