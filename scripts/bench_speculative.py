@@ -118,7 +118,8 @@ def main() -> int:
             engine.trace.path += f".{name}"
         engine.start()
     for engine in engines.values():  # warm-up: a whole round (the batch's too), so the shapes it meets are built
-        [s.collect() for s in [engine.submit(p, params) for p in (prompts if args.batch > 1 else [prompt])]]
+        for stream in [engine.submit(p, params) for p in prompts]:
+            stream.collect()
     rates: dict[str, list[float]] = {name: [] for name in engines}
     accepted: dict[str, list[float]] = {name: [] for name in engines}
     replies: dict[str, set] = {name: set() for name in engines}

@@ -273,7 +273,8 @@ class Engine(Inbox, Lifecycle):
         rows, start, emitted = len(self.batch), time.perf_counter(), self._emitted
         kv = self.batch.positions() if self.trace is not None else 0
         pending, checks, catch_up = None, 0, 0.0
-        speculative, self.spec_width = speculative_step.wanted(self), 0
+        self.spec_width = 0
+        speculative = speculative_step.wanted(self)
         if speculative:  # a step that found no draft counts too: it gave up the pipeline's overlap
             with self.prefix.together():
                 checks, catch_up = speculative_step.speculate(self)
